@@ -1,0 +1,245 @@
+// otter's graph IR: SSA Values with one producer, Nodes with typed attributes, and the Graph that
+// owns both. Parameters are trainable initializers; other persistent tensors are state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "graph/dtype.h"
+#include "graph/tensor.h"
+
+namespace otter {
+
+class Graph;
+class Node;
+
+// One dimension: a static size (value >= 0) or a symbol ("N", "seq"); an empty symbol with value
+// < 0 is an unknown dimension.
+struct Dim {
+  int64_t value = -1;
+  std::string symbol;
+
+  Dim() = default;
+  Dim(int64_t v) : value(v) {}  // NOLINT: implicit for brevity in shape literals
+  Dim(std::string s) : symbol(std::move(s)) {}  // NOLINT
+  Dim(const char* s) : symbol(s) {}  // NOLINT
+  bool is_static() const { return value >= 0; }
+  bool is_symbolic() const { return value < 0 && !symbol.empty(); }
+  bool operator==(const Dim& o) const { return value == o.value && symbol == o.symbol; }
+  std::string to_string() const;
+};
+
+// A shape of known rank (dims) or of unknown rank (rank_known = false).
+struct Shape {
+  bool rank_known = true;
+  std::vector<Dim> dims;
+
+  Shape() = default;
+  Shape(std::vector<Dim> d) : dims(std::move(d)) {}  // NOLINT
+  static Shape unknown() { Shape s; s.rank_known = false; return s; }
+  static Shape of(const std::vector<int64_t>& d);
+  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  bool is_static() const;
+  // Static dims; fails unless is_static().
+  std::vector<int64_t> static_dims() const;
+  // Element count when static, else -1.
+  int64_t numel() const;
+  bool operator==(const Shape& o) const { return rank_known == o.rank_known && dims == o.dims; }
+  std::string to_string() const;  // "[N,128]", "[?]" per unknown dim, "[...]" for unknown rank
+};
+
+// A value's role: who produces it and whether it persists across steps.
+enum class ValueKind : uint8_t {
+  kNode,         // produced by a node
+  kInput,        // graph input fed per step
+  kInitializer,  // constant or parameter with data (trainable flag below)
+  kState,        // persistent tensor read at step start, written back at its end
+};
+
+class Value {
+ public:
+  const std::string& name() const { return name_; }
+  DataType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  void set_dtype(DataType t) { dtype_ = t; }
+  void set_shape(Shape s) { shape_ = std::move(s); }
+  ValueKind kind() const { return kind_; }
+  Node* producer() const { return producer_; }
+  int producer_output() const { return producer_output_; }
+  // Each use is (node, input index).
+  const std::vector<std::pair<Node*, int>>& uses() const { return uses_; }
+  bool has_data() const { return data_.defined(); }
+  const Tensor& data() const { return data_; }
+  void set_data(Tensor t);
+  bool trainable() const { return trainable_; }
+  void set_trainable(bool t) { trainable_ = t; }
+  bool is_graph_output() const;
+  Graph* graph() const { return graph_; }
+  std::string type_string() const;  // "f32[N,128]"
+
+ private:
+  friend class Graph;
+  friend class Node;
+  std::string name_;
+  DataType dtype_ = DataType::kUndefined;
+  Shape shape_ = Shape::unknown();
+  ValueKind kind_ = ValueKind::kNode;
+  Node* producer_ = nullptr;
+  int producer_output_ = -1;
+  std::vector<std::pair<Node*, int>> uses_;
+  Tensor data_;
+  bool trainable_ = false;
+  Graph* graph_ = nullptr;
+};
+
+// Typed attribute values. Tensor attributes are host tensors; subgraph attributes are not supported.
+class Attribute {
+ public:
+  enum class Kind : uint8_t { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings };
+  using Storage = std::variant<float, int64_t, std::string, Tensor, std::vector<float>,
+                               std::vector<int64_t>, std::vector<std::string>>;
+  Attribute() : v_(int64_t{0}) {}
+  Attribute(float f) : v_(f) {}  // NOLINT
+  Attribute(int64_t i) : v_(i) {}  // NOLINT
+  Attribute(int i) : v_(int64_t{i}) {}  // NOLINT
+  Attribute(std::string s) : v_(std::move(s)) {}  // NOLINT
+  Attribute(const char* s) : v_(std::string(s)) {}  // NOLINT
+  Attribute(Tensor t) : v_(std::move(t)) {}  // NOLINT
+  Attribute(std::vector<float> f) : v_(std::move(f)) {}  // NOLINT
+  Attribute(std::vector<int64_t> i) : v_(std::move(i)) {}  // NOLINT
+  Attribute(std::vector<std::string> s) : v_(std::move(s)) {}  // NOLINT
+  Kind kind() const { return static_cast<Kind>(v_.index()); }
+  float f() const;
+  int64_t i() const;
+  const std::string& s() const;
+  const Tensor& t() const;
+  const std::vector<float>& floats() const;
+  const std::vector<int64_t>& ints() const;
+  const std::vector<std::string>& strings() const;
+  std::string to_string() const;
+  bool operator==(const Attribute& o) const;
+
+ private:
+  Storage v_;
+};
+
+class Node {
+ public:
+  const std::string& op_type() const { return op_type_; }
+  const std::string& domain() const { return domain_; }  // "" is the default ONNX domain
+  int opset() const { return opset_; }
+  void set_opset(int v) { opset_ = v; }
+  const std::string& name() const { return name_; }
+  void set_name(std::string n) { name_ = std::move(n); }
+  // "Gemm 'fc1/Gemm'" or "Gemm (unnamed, output 'y')": how errors name a node.
+  std::string describe() const;
+
+  // Inputs may be nullptr where an optional input is omitted; likewise outputs.
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  Value* input(int i) const { return i < static_cast<int>(inputs_.size()) ? inputs_[i] : nullptr; }
+  Value* output(int i) const { return i < static_cast<int>(outputs_.size()) ? outputs_[i] : nullptr; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  bool has_input(int i) const { return input(i) != nullptr; }
+  void set_input(int i, Value* v);
+  void add_input(Value* v);
+
+  const std::map<std::string, Attribute>& attrs() const { return attrs_; }
+  bool has_attr(const std::string& k) const { return attrs_.count(k) != 0; }
+  const Attribute* find_attr(const std::string& k) const;
+  void set_attr(const std::string& k, Attribute a) { attrs_[k] = std::move(a); }
+  void remove_attr(const std::string& k) { attrs_.erase(k); }
+  int64_t attr_i(const std::string& k, int64_t dflt) const;
+  float attr_f(const std::string& k, float dflt) const;
+  std::string attr_s(const std::string& k, const std::string& dflt) const;
+  std::vector<int64_t> attr_ints(const std::string& k, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> attr_floats(const std::string& k, std::vector<float> dflt = {}) const;
+
+  Graph* graph() const { return graph_; }
+
+ private:
+  friend class Graph;
+  std::string op_type_, domain_, name_;
+  int opset_ = 0;
+  std::vector<Value*> inputs_, outputs_;
+  std::map<std::string, Attribute> attrs_;
+  Graph* graph_ = nullptr;
+  std::list<std::unique_ptr<Node>>::iterator self_;
+};
+
+// A graph owns values and nodes. Nodes are kept in a list whose order is topological.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // ---- construction -------------------------------------------------------------------------
+  Value* add_input(const std::string& name, DataType t, Shape s);
+  Value* add_initializer(const std::string& name, Tensor data, bool trainable);
+  Value* add_state(const std::string& name, Tensor initial);
+  // Appends a node at the end (or before `before` when given). Output names must be fresh.
+  Node* add_node(const std::string& op_type, const std::vector<Value*>& inputs,
+                 const std::vector<std::string>& output_names, const std::string& domain = "",
+                 Node* before = nullptr);
+  void add_output(Value* v);
+  void set_outputs(std::vector<Value*> outs) { outputs_ = std::move(outs); }
+
+  // ---- queries --------------------------------------------------------------------------------
+  const std::list<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  std::vector<Node*> node_list() const;
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  std::vector<Value*> values() const;  // all live values in creation order
+  std::vector<Value*> initializers() const;  // kInitializer values in creation order
+  std::vector<Value*> state() const;  // kState values in creation order
+  Value* find_value(const std::string& name) const;
+  Value* value(const std::string& name) const;  // fails if missing
+  bool has_value(const std::string& name) const { return find_value(name) != nullptr; }
+  // A fresh value name derived from `base` ("x", "x.1", "x.2", ...).
+  std::string unique_name(const std::string& base) const;
+
+  // ---- mutation -------------------------------------------------------------------------------
+  // Redirects every use of `from` (and graph outputs) to `to`.
+  void replace_all_uses(Value* from, Value* to);
+  // Removes a node; its outputs must be unused (unless `force`, which leaves them dangling).
+  void remove_node(Node* n);
+  // Removes a value with no producer node and no uses (an input, initializer or state).
+  void remove_value(Value* v);
+  void move_before(Node* n, Node* before);
+  // Turns an initializer into a graph input or state, etc.
+  void set_kind(Value* v, ValueKind k);
+  void rename_value(Value* v, const std::string& new_name);
+  // Reorders nodes into a topological order that keeps the current order where it already is one.
+  void topo_sort();
+  // Removes nodes whose outputs reach no graph output or state update; returns how many.
+  int remove_dead_nodes();
+
+  // ---- model-level metadata -------------------------------------------------------------------
+  std::string name = "main";
+  std::map<std::string, int> opset_imports;  // domain -> version ("" is ai.onnx)
+  std::map<std::string, std::string> metadata;
+  int64_t ir_version = 8;
+  std::string producer_name, producer_version, doc_string;
+  // State updates: state value -> value holding its new contents at the end of a step.
+  std::map<Value*, Value*> state_updates;
+
+  int opset(const std::string& domain = "") const;
+
+ private:
+  Value* new_value(const std::string& name);
+  std::list<std::unique_ptr<Node>> nodes_;
+  std::vector<std::unique_ptr<Value>> values_;
+  std::map<std::string, Value*> by_name_;
+  std::vector<Value*> inputs_, outputs_;
+};
+
+}  // namespace otter

@@ -1,0 +1,112 @@
+// The op table: every op otter knows, defined once with its opset range, type/shape inference,
+// mixed-precision class, in-place flag and gradient rule. Passes ask the table; they keep no op
+// lists of their own.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+
+namespace otter {
+
+// Mixed-precision class (see shared/AMP.md).
+enum class PrecisionClass : uint8_t {
+  kNone,    // no float math to speak of (shape ops on integers, comparisons' outputs...)
+  kLow,     // run in the half type (GEMM-like)
+  kFp32,    // numerically sensitive: run in fp32
+  kFollow,  // run in the type of the inputs (widest float input where they disagree)
+};
+const char* precision_class_name(PrecisionClass c);
+
+// What autodiff may do with an op.
+enum class GradKind : uint8_t {
+  kMissing,           // no rule yet: autodiff reports the op
+  kRule,              // `grad` builds the backward nodes
+  kNoGradient,        // outputs carry no gradient (integer/bool outputs, shape ops on shapes)
+  kNotDifferentiable  // an error when a gradient must flow through it
+};
+
+// Given to a shape-inference function: the node, with its inputs' types and shapes already known,
+// plus constant input data where the input is an initializer (or was folded).
+class InferContext {
+ public:
+  explicit InferContext(Node& n) : node_(n) {}
+  Node& node() { return node_; }
+  int num_inputs() const { return node_.num_inputs(); }
+  int num_outputs() const { return node_.num_outputs(); }
+  bool has_input(int i) const { return node_.has_input(i); }
+  bool has_output(int i) const { return node_.output(i) != nullptr; }
+  DataType in_dtype(int i) const;
+  const Shape& in_shape(int i) const;
+  // Constant data of input i or nullptr.
+  const Tensor* in_const(int i) const;
+  void set_output(int i, DataType t, Shape s);
+  [[noreturn]] void error(const std::string& msg) const;
+
+ private:
+  Node& node_;
+};
+
+using InferFn = std::function<void(InferContext&)>;
+
+class GradContext;  // defined by the autodiff pass (passes/autodiff.h)
+using GradFn = std::function<void(GradContext&)>;
+
+struct OpDef {
+  std::string domain;   // "" for ai.onnx, "ai.otter" for internal ops
+  std::string op_type;
+  int since_version = 1;
+  int until_version = 1 << 30;  // inclusive
+  InferFn infer;
+  PrecisionClass precision = PrecisionClass::kNone;
+  // Output 0 may reuse the buffer of input 0 (element-wise ops of equal shape and dtype).
+  bool inplace = false;
+  GradKind grad_kind = GradKind::kMissing;
+  GradFn grad;
+  std::string summary;
+};
+
+class OpTable {
+ public:
+  static OpTable& instance();  // all built-in ops, registered on first use
+  void add(OpDef def);
+  // The definition of (domain, op_type) at opset `version`, or nullptr.
+  const OpDef* find(const std::string& domain, const std::string& op_type, int version) const;
+  const OpDef* find(const Node& n) const { return find(n.domain(), n.op_type(), n.opset()); }
+  // Like find(), but fails with a message naming the node.
+  const OpDef& get(const Node& n) const;
+  // True where the op exists in some opset of the domain (to tell unknown from unsupported).
+  bool knows(const std::string& domain, const std::string& op_type) const;
+  std::vector<const OpDef*> all() const;
+  OpDef* mutable_find(const std::string& domain, const std::string& op_type, int version);
+
+ private:
+  std::vector<OpDef> defs_;
+};
+
+// Registration functions of each op family (graph/ops/*.cc); called once by OpTable::instance().
+void register_elementwise_ops(OpTable& t);
+void register_nn_ops(OpTable& t);
+void register_shape_ops(OpTable& t);
+void register_reduce_ops(OpTable& t);
+void register_internal_ops(OpTable& t);
+
+// Runs shape/type inference for one node; fails with the node's name when the op is unknown.
+void infer_node(Node& n);
+// Runs inference over the whole graph in order.
+void infer_graph(Graph& g);
+
+// Supported opset range of the default domain.
+constexpr int kMinOnnxOpset = 13;
+constexpr int kMaxOnnxOpset = 21;
+constexpr const char* kOtterDomain = "ai.otter";
+
+// ---- helpers shared by the op families ----------------------------------------------------------
+// Numpy-style broadcast of shapes; fails (via ctx.error) when incompatible.
+Shape broadcast_shapes(InferContext& ctx, const std::vector<Shape>& shapes);
+// Normalises a possibly negative axis against `rank`; fails with the node's name when out of range.
+int64_t normalize_axis(InferContext& ctx, int64_t axis, int64_t rank);
+
+}  // namespace otter

@@ -1,0 +1,6 @@
+// Op family registration (placeholder until its definitions land).
+#include "graph/op_table.h"
+
+namespace otter {
+void register_elementwise_ops(OpTable&) {}
+}  // namespace otter

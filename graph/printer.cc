@@ -1,0 +1,86 @@
+// Deterministic graph printer.
+#include "graph/printer.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace otter {
+
+namespace {
+
+std::string ref(const Value* v) { return v ? "%" + v->name() : "_"; }
+
+std::string decl(const Value* v) { return v ? str_cat("%", v->name(), ": ", v->type_string()) : "_"; }
+
+std::string small_data(const Tensor& t) {
+  if (t.numel() > 8) return "";
+  std::ostringstream os;
+  os << " = [";
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (i) os << ",";
+    double d = t.get_as_double(i);
+    if (is_float(t.dtype())) os << Attribute(static_cast<float>(d)).to_string();
+    else os << static_cast<int64_t>(d);
+  }
+  os << "]";
+  return os.str();
+}
+
+}  // namespace
+
+std::string node_to_string(const Node& n) {
+  std::ostringstream os;
+  for (int i = 0; i < n.num_outputs(); ++i) os << (i ? ", " : "") << decl(n.output(i));
+  os << " = ";
+  if (!n.domain().empty()) os << n.domain() << ".";
+  os << n.op_type() << "(";
+  for (int i = 0; i < n.num_inputs(); ++i) os << (i ? ", " : "") << ref(n.input(i));
+  os << ")";
+  if (!n.attrs().empty()) {
+    os << " {";
+    bool first = true;
+    for (const auto& [k, a] : n.attrs()) {
+      os << (first ? "" : ", ") << k << "=" << a.to_string();
+      first = false;
+    }
+    os << "}";
+  }
+  return os.str();
+}
+
+void print_graph(const Graph& g, std::ostream& os, const PrintOptions& opts) {
+  os << "graph " << g.name << " (";
+  bool first = true;
+  for (const auto& [d, v] : g.opset_imports) {
+    os << (first ? "" : ", ") << (d.empty() ? "ai.onnx" : d) << " " << v;
+    first = false;
+  }
+  os << ") {\n";
+  for (const Value* v : g.inputs()) os << "  input " << decl(v) << "\n";
+  for (const Value* v : g.values()) {
+    if (v->kind() == ValueKind::kInitializer)
+      os << "  " << (v->trainable() ? "param " : "const ") << decl(v)
+         << (v->trainable() ? "" : small_data(v->data())) << "\n";
+    else if (v->kind() == ValueKind::kState)
+      os << "  state " << decl(v) << "\n";
+  }
+  for (const auto& n : g.nodes()) {
+    os << "  " << node_to_string(*n);
+    if (opts.show_node_names && !n->name().empty()) os << "  # " << n->name();
+    os << "\n";
+  }
+  std::vector<std::pair<std::string, std::string>> updates;
+  for (const auto& [s, u] : g.state_updates) updates.emplace_back(s->name(), u ? u->name() : "_");
+  std::sort(updates.begin(), updates.end());
+  for (const auto& [s, u] : updates) os << "  update %" << s << " <- %" << u << "\n";
+  for (const Value* v : g.outputs()) os << "  output " << ref(v) << "\n";
+  os << "}\n";
+}
+
+std::string graph_to_string(const Graph& g, const PrintOptions& opts) {
+  std::ostringstream os;
+  print_graph(g, os, opts);
+  return os.str();
+}
+
+}  // namespace otter

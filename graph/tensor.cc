@@ -1,0 +1,108 @@
+// Host tensor implementation.
+#include "graph/tensor.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "kernels/common/half.h"
+
+namespace otter {
+
+Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
+  size_t alloc = (nbytes + 63) / 64 * 64;
+  if (alloc == 0) alloc = 64;
+  data_ = std::aligned_alloc(64, alloc);
+  OTTER_CHECK(data_ != nullptr, "out of host memory allocating ", nbytes, " bytes");
+  std::memset(data_, 0, alloc);
+}
+
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> keepalive)
+    : data_(data), nbytes_(nbytes), owned_(false), keepalive_(std::move(keepalive)) {}
+
+Storage::~Storage() {
+  if (owned_) std::free(data_);
+}
+
+int64_t num_elements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::string dims_to_string(const std::vector<int64_t>& dims) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < dims.size(); ++i) os << (i ? "," : "") << dims[i];
+  os << ']';
+  return os.str();
+}
+
+Tensor::Tensor(DataType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
+  for (int64_t d : dims_) OTTER_CHECK(d >= 0, "negative dimension in tensor shape ", dims_to_string(dims_));
+  storage_ = std::make_shared<Storage>(nbytes());
+}
+
+Tensor::Tensor(DataType dtype, std::vector<int64_t> dims, std::shared_ptr<Storage> storage,
+               size_t offset)
+    : dtype_(dtype), dims_(std::move(dims)), storage_(std::move(storage)), offset_(offset) {
+  OTTER_CHECK(storage_ && offset_ + nbytes() <= storage_->nbytes(), "tensor ", describe(),
+              " does not fit its storage");
+}
+
+Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
+  OTTER_CHECK(num_elements(dims) == numel(), "cannot reshape ", describe(), " to ", dims_to_string(dims));
+  Tensor t = *this;
+  t.dims_ = std::move(dims);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) return {};
+  Tensor t(dtype_, dims_);
+  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  return t;
+}
+
+bool Tensor::bitwise_equal(const Tensor& o) const {
+  if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
+  return nbytes() == 0 || std::memcmp(raw(), o.raw(), nbytes()) == 0;
+}
+
+double Tensor::get_as_double(int64_t i) const {
+  const void* p = raw();
+  switch (dtype_) {
+    case DataType::kFloat32: return static_cast<const float*>(p)[i];
+    case DataType::kFloat64: return static_cast<const double*>(p)[i];
+    case DataType::kFloat16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DataType::kBFloat16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
+    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case DataType::kInt32: return static_cast<const int32_t*>(p)[i];
+    case DataType::kInt8: return static_cast<const int8_t*>(p)[i];
+    case DataType::kUInt8: return static_cast<const uint8_t*>(p)[i];
+    case DataType::kBool: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DataType::kUndefined: break;
+  }
+  fail("get_as_double on an undefined tensor");
+}
+
+std::vector<int64_t> Tensor::to_int64_vector() const {
+  std::vector<int64_t> out(static_cast<size_t>(numel()));
+  const void* p = raw();
+  for (int64_t i = 0; i < numel(); ++i) {
+    switch (dtype_) {
+      case DataType::kInt64: out[i] = static_cast<const int64_t*>(p)[i]; break;
+      case DataType::kInt32: out[i] = static_cast<const int32_t*>(p)[i]; break;
+      case DataType::kInt8: out[i] = static_cast<const int8_t*>(p)[i]; break;
+      case DataType::kUInt8: out[i] = static_cast<const uint8_t*>(p)[i]; break;
+      case DataType::kBool: out[i] = static_cast<const uint8_t*>(p)[i] != 0; break;
+      default: fail("expected an integer tensor, got ", describe());
+    }
+  }
+  return out;
+}
+
+std::string Tensor::describe() const {
+  return str_cat(dtype_name(dtype_), dims_to_string(dims_));
+}
+
+}  // namespace otter

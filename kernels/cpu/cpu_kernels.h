@@ -1,0 +1,13 @@
+// Registration entry points of the CPU kernel families (kernels/cpu/*.cc).
+#pragma once
+
+#include "kernels/kernel.h"
+
+namespace otter {
+void register_cpu_elementwise_kernels(KernelRegistry& r);  // elementwise.cc
+void register_cpu_reduce_kernels(KernelRegistry& r);       // reduce.cc
+void register_cpu_shape_kernels(KernelRegistry& r);        // shape.cc
+void register_cpu_matmul_kernels(KernelRegistry& r);       // matmul.cc: MatMul, Gemm
+void register_cpu_conv_kernels(KernelRegistry& r);         // conv.cc: Conv, pooling
+void register_cpu_nn_kernels(KernelRegistry& r);           // nn.cc: norms, softmax, losses, dropout
+}  // namespace otter

@@ -1,0 +1,15 @@
+// Registers every CPU kernel family.
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace otter {
+
+void register_cpu_kernels(KernelRegistry& r) {
+  register_cpu_elementwise_kernels(r);
+  register_cpu_reduce_kernels(r);
+  register_cpu_shape_kernels(r);
+  register_cpu_matmul_kernels(r);
+  register_cpu_conv_kernels(r);
+  register_cpu_nn_kernels(r);
+}
+
+}  // namespace otter

@@ -1,0 +1,49 @@
+// The executor: compiles a graph once into a plan (a kernel chosen per node at plan time, values
+// freed after their last use) and runs it many times with fresh inputs.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "kernels/kernel.h"
+
+namespace otter {
+
+struct ExecutorOptions {
+  DeviceType device = DeviceType::kCpu;
+  uint64_t seed = 0;  // for stochastic kernels (Dropout)
+};
+
+class Executor {
+ public:
+  // Plans `g` (which must outlive the executor). Fails listing every node without a kernel.
+  explicit Executor(const Graph& g, ExecutorOptions opts = {});
+  ~Executor();
+
+  // Runs with `feeds` keyed by graph input name; returns graph outputs keyed by name.
+  // Initializers and state are read from the graph unless overridden in `feeds`.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& feeds);
+  // Also returns these intermediate values (by name) in addition to the graph outputs.
+  std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& feeds,
+                                    const std::vector<std::string>& extra_outputs);
+  std::mt19937_64& rng() { return rng_; }
+  const Graph& graph() const { return graph_; }
+
+ private:
+  struct Step;
+  const Graph& graph_;
+  ExecutorOptions opts_;
+  std::vector<Step> steps_;
+  std::map<const Value*, int> slot_of_;
+  int num_slots_ = 0;
+  std::mt19937_64 rng_;
+};
+
+// Checks every node has a kernel on `device`; returns the list of problems (empty when fine).
+std::vector<std::string> check_kernels(const Graph& g, DeviceType device);
+
+}  // namespace otter
