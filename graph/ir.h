@@ -78,6 +78,10 @@ class Value {
   bool has_data() const { return data_.defined(); }
   const Tensor& data() const { return data_; }
   void set_data(Tensor t);
+  // Partially known contents of a small 1-D integer value (a shape under construction: Shape ->
+  // Gather -> Concat chains), propagated by shape inference so Reshape can keep symbolic dims.
+  const std::optional<std::vector<Dim>>& sym_data() const { return sym_data_; }
+  void set_sym_data(std::optional<std::vector<Dim>> d) { sym_data_ = std::move(d); }
   bool trainable() const { return trainable_; }
   void set_trainable(bool t) { trainable_ = t; }
   bool is_graph_output() const;
@@ -95,6 +99,7 @@ class Value {
   int producer_output_ = -1;
   std::vector<std::pair<Node*, int>> uses_;
   Tensor data_;
+  std::optional<std::vector<Dim>> sym_data_;
   bool trainable_ = false;
   Graph* graph_ = nullptr;
 };

@@ -40,8 +40,25 @@ const Tensor* InferContext::in_const(int i) const {
 void InferContext::set_output(int i, DataType t, Shape s) {
   Value* v = node_.output(i);
   if (!v) return;
+  v->set_sym_data(std::nullopt);
   v->set_dtype(t);
   v->set_shape(std::move(s));
+}
+
+std::optional<std::vector<Dim>> InferContext::in_sym_data(int i) const {
+  Value* v = node_.input(i);
+  if (!v || !is_integer(v->dtype())) return std::nullopt;
+  if (const Tensor* t = in_const(i)) {
+    if (t->rank() > 1 || t->numel() > 64) return std::nullopt;
+    std::vector<Dim> out;
+    for (int64_t x : t->to_int64_vector()) out.emplace_back(x);
+    return out;
+  }
+  return v->sym_data();
+}
+
+void InferContext::set_output_sym_data(int i, std::vector<Dim> d) {
+  if (Value* v = node_.output(i)) v->set_sym_data(std::move(d));
 }
 
 void InferContext::error(const std::string& msg) const { fail(node_.describe(), ": ", msg); }

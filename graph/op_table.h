@@ -42,7 +42,11 @@ class InferContext {
   const Shape& in_shape(int i) const;
   // Constant data of input i or nullptr.
   const Tensor* in_const(int i) const;
+  // Known (possibly symbolic) contents of a 1-D or scalar integer input: from constant data, or
+  // propagated from upstream shape arithmetic; nullopt when unknown.
+  std::optional<std::vector<Dim>> in_sym_data(int i) const;
   void set_output(int i, DataType t, Shape s);
+  void set_output_sym_data(int i, std::vector<Dim> d);
   [[noreturn]] void error(const std::string& msg) const;
 
  private:

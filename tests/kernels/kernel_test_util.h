@@ -1,0 +1,73 @@
+// Test helper: runs one op's CPU kernel directly on given tensors (no shape inference involved).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "kernels/kernel.h"
+
+namespace otter::testing {
+
+struct OpCall {
+  std::string op;
+  std::vector<Tensor> inputs;  // an undefined Tensor() is an omitted optional input
+  std::map<std::string, Attribute> attrs;
+  int num_outputs = 1;
+  int opset = 17;
+  std::string domain;
+  uint64_t seed = 0;
+};
+
+// Builds a one-node graph (inputs typed from the tensors), selects the CPU kernel through the
+// registry and runs it. Fails the test (throws otter::Error) when no kernel is found.
+inline std::vector<Tensor> run_op(const OpCall& c) {
+  Graph g;
+  g.opset_imports[""] = c.opset;
+  if (!c.domain.empty()) g.opset_imports[c.domain] = 1;
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].defined()) { ins.push_back(nullptr); continue; }
+    ins.push_back(g.add_input("in" + std::to_string(i), c.inputs[i].dtype(), Shape::of(c.inputs[i].dims())));
+  }
+  std::vector<std::string> outs;
+  for (int i = 0; i < c.num_outputs; ++i) outs.push_back("out" + std::to_string(i));
+  Node* n = g.add_node(c.op, ins, outs, c.domain);
+  for (const auto& [k, a] : c.attrs) n->set_attr(k, a);
+  std::string why;
+  const KernelDef* def = KernelRegistry::instance().find(*n, DeviceType::kCpu, &why);
+  if (!def) fail("no kernel: ", why);
+  auto kernel = def->create(*n);
+  std::vector<const Tensor*> in_ptrs;
+  for (const Tensor& t : c.inputs) in_ptrs.push_back(t.defined() ? &t : nullptr);
+  std::vector<Tensor> results(c.num_outputs);
+  std::vector<Tensor*> out_ptrs;
+  for (Tensor& t : results) out_ptrs.push_back(&t);
+  KernelContext ctx(*n, in_ptrs, out_ptrs, HostAllocator::instance());
+  std::mt19937_64 rng(c.seed);
+  ctx.rng = &rng;
+  kernel->run(ctx);
+  return results;
+}
+
+template <typename T>
+std::vector<T> values(const Tensor& t) {
+  const T* p = t.data<T>();
+  return std::vector<T>(p, p + t.numel());
+}
+
+// Max |a-b| / max(max|b|, tiny), the relative measure the tests use.
+inline double max_rel_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.dims(), b.dims());
+  double num = 0, den = 1e-30;
+  for (int64_t i = 0; i < std::min(a.numel(), b.numel()); ++i) {
+    num = std::max(num, std::abs(a.get_as_double(i) - b.get_as_double(i)));
+    den = std::max(den, std::abs(b.get_as_double(i)));
+  }
+  return num / den;
+}
+
+}  // namespace otter::testing
