@@ -1,1 +1,160 @@
-// placeholder
+// Executor: a plan of (kernel, input slots, output slots) per node, run many times.
+#include "runtime/executor.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "graph/error.h"
+
+namespace otter {
+
+struct Executor::Step {
+  const Node* node = nullptr;
+  std::unique_ptr<Kernel> kernel;
+  std::vector<int> in_slots;   // -1 for an omitted input
+  std::vector<int> out_slots;  // -1 for an omitted output
+  std::vector<int> release;    // slots whose last use is this step
+};
+
+std::vector<std::string> check_kernels(const Graph& g, DeviceType device) {
+  std::vector<std::string> problems;
+  for (const auto& n : g.nodes()) {
+    std::string why;
+    if (!KernelRegistry::instance().find(*n, device, &why)) problems.push_back(str_cat(n->describe(), ": ", why));
+  }
+  return problems;
+}
+
+Executor::Executor(const Graph& g, ExecutorOptions opts) : graph_(g), opts_(opts), rng_(opts.seed) {
+  auto problems = check_kernels(g, opts.device);
+  if (!problems.empty()) {
+    std::string msg = str_cat(problems.size(), " node", problems.size() == 1 ? "" : "s", " of graph '", g.name,
+                              "' have no ", device_name(opts.device), " kernel:");
+    for (const auto& p : problems) msg += "\n  " + p;
+    fail(msg);
+  }
+  auto slot = [&](const Value* v) {
+    auto it = slot_of_.find(v);
+    if (it != slot_of_.end()) return it->second;
+    slot_of_[v] = num_slots_;
+    return num_slots_++;
+  };
+  for (const Value* v : g.values())
+    if (v->kind() != ValueKind::kNode) slot(v);
+  std::unordered_map<int, int> last_use;
+  for (const auto& np : g.nodes()) {
+    Step s;
+    s.node = np.get();
+    const KernelDef* def = KernelRegistry::instance().find(*np, opts.device);
+    s.kernel = def->create(*np);
+    for (const Value* in : np->inputs()) {
+      s.in_slots.push_back(in ? slot(in) : -1);
+      if (in) last_use[slot(in)] = static_cast<int>(steps_.size());
+    }
+    for (const Value* out : np->outputs()) {
+      s.out_slots.push_back(out ? slot(out) : -1);
+      if (out) last_use.emplace(slot(out), static_cast<int>(steps_.size()));
+    }
+    steps_.push_back(std::move(s));
+  }
+  // Values that must survive the run: graph outputs, state updates, and every non-node value
+  // (they belong to the graph or to the caller).
+  std::vector<bool> keep(num_slots_, false);
+  for (const Value* v : g.outputs()) keep[slot(v)] = true;
+  for (const auto& [s, u] : g.state_updates) keep[slot(u)] = true;
+  for (const Value* v : g.values())
+    if (v->kind() != ValueKind::kNode) keep[slot(v)] = true;
+  for (const auto& [sl, step] : last_use)
+    if (!keep[sl]) steps_[step].release.push_back(sl);
+}
+
+Executor::~Executor() = default;
+
+std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds) {
+  return run(feeds, {});
+}
+
+namespace {
+
+void check_feed(const Value* v, const Tensor& t, std::map<std::string, int64_t>& symbols) {
+  OTTER_CHECK(t.dtype() == v->dtype(), "input '", v->name(), "' expects ", dtype_name(v->dtype()), ", got ",
+              dtype_name(t.dtype()));
+  const Shape& s = v->shape();
+  if (!s.rank_known) return;
+  OTTER_CHECK(t.rank() == s.rank(), "input '", v->name(), "' expects shape ", s.to_string(), ", got ",
+              dims_to_string(t.dims()));
+  for (int64_t i = 0; i < s.rank(); ++i) {
+    const Dim& d = s.dims[i];
+    if (d.is_static()) {
+      OTTER_CHECK(t.dim(i) == d.value, "input '", v->name(), "' expects shape ", s.to_string(), ", got ",
+                  dims_to_string(t.dims()));
+    } else if (d.is_symbolic()) {
+      auto [it, fresh] = symbols.emplace(d.symbol, t.dim(i));
+      OTTER_CHECK(fresh || it->second == t.dim(i), "input '", v->name(), "': dimension ", d.symbol, " is ",
+                  t.dim(i), " here but ", it->second, " in another input");
+    }
+  }
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds,
+                                            const std::vector<std::string>& extra_outputs) {
+  std::vector<Tensor> slots(num_slots_);
+  std::map<std::string, int64_t> symbols;
+  for (const Value* v : graph_.values()) {
+    if (v->kind() == ValueKind::kNode) continue;
+    auto it = feeds.find(v->name());
+    int sl = slot_of_.at(v);
+    if (it != feeds.end()) {
+      check_feed(v, it->second, symbols);
+      slots[sl] = it->second;
+    } else if (v->kind() == ValueKind::kInput) {
+      fail("missing input '", v->name(), "' (", v->type_string(), ")");
+    } else {
+      slots[sl] = v->data();
+    }
+  }
+  std::vector<int> extra_slots;
+  for (const std::string& name : extra_outputs) {
+    const Value* v = graph_.value(name);
+    extra_slots.push_back(slot_of_.at(v));
+  }
+  std::vector<bool> pinned(num_slots_, false);
+  for (int s : extra_slots) pinned[s] = true;
+
+  std::vector<const Tensor*> ins;
+  std::vector<Tensor*> outs;
+  for (Step& s : steps_) {
+    ins.clear();
+    outs.clear();
+    for (int sl : s.in_slots) ins.push_back(sl >= 0 ? &slots[sl] : nullptr);
+    for (int sl : s.out_slots) outs.push_back(sl >= 0 ? &slots[sl] : nullptr);
+    KernelContext ctx(*s.node, ins, outs, HostAllocator::instance());
+    ctx.rng = &rng_;
+    s.kernel->run(ctx);
+    for (size_t i = 0; i < s.out_slots.size(); ++i) {
+      if (s.out_slots[i] < 0) continue;
+      const Value* v = s.node->output(static_cast<int>(i));
+      const Tensor& t = slots[s.out_slots[i]];
+      OTTER_CHECK(t.defined(), s.node->describe(), ": kernel did not produce output '", v->name(), "'");
+      OTTER_CHECK(t.dtype() == v->dtype(), s.node->describe(), ": output '", v->name(), "' is ",
+                  dtype_name(t.dtype()), " but the graph says ", dtype_name(v->dtype()));
+      const Shape& sh = v->shape();
+      bool ok = !sh.rank_known || t.rank() == sh.rank();
+      for (int64_t k = 0; ok && sh.rank_known && k < sh.rank(); ++k)
+        ok = !sh.dims[k].is_static() || sh.dims[k].value == t.dim(k);
+      OTTER_CHECK(ok, s.node->describe(), ": output '", v->name(), "' has shape ", dims_to_string(t.dims()),
+                  " but the graph says ", sh.to_string());
+    }
+    for (int sl : s.release)
+      if (!pinned[sl]) slots[sl] = Tensor();
+  }
+  std::map<std::string, Tensor> result;
+  for (const Value* v : graph_.outputs()) result[v->name()] = slots[slot_of_.at(v)];
+  for (size_t i = 0; i < extra_outputs.size(); ++i) result[extra_outputs[i]] = slots[extra_slots[i]];
+  for (const auto& [s, u] : graph_.state_updates) result[u->name()] = slots[slot_of_.at(u)];
+  return result;
+}
+
+}  // namespace otter

@@ -1,1 +1,198 @@
-int main() { return 0; }
+// otter-train: the training command line (train, eval, grad, predict, kernels).
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <set>
+
+#include "graph/onnx_io.h"
+#include "kernels/kernel.h"
+#include "passes/pass_manager.h"
+#include "runtime/constant_eval.h"
+#include "runtime/executor.h"
+#include "runtime/npz.h"
+#include "tools/cli.h"
+
+using namespace otter;
+
+namespace {
+
+const char* kUsage =
+    "usage: otter-train COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  predict MODEL.onnx --data IN.npz --out OUT.npz [--batch-size B] [--device cpu]\n"
+    "          run the model (inference) on the arrays named after its inputs\n"
+    "  kernels [--format text|tsv]\n"
+    "          list the registered kernels: op, device, dtypes\n"
+    "\n"
+    "Run 'otter-train COMMAND --help' for the options of one command.\n";
+
+DeviceType parse_device(const std::string& s) {
+  if (s == "cpu" || s == "auto" || s.empty()) return DeviceType::kCpu;
+  if (s == "cuda") {
+    if (std::none_of(KernelRegistry::instance().all().begin(), KernelRegistry::instance().all().end(),
+                     [](const KernelDef& d) { return d.device == DeviceType::kCuda; }))
+      fail("--device cuda: this build of otter has no CUDA backend");
+    return DeviceType::kCuda;
+  }
+  fail("--device must be auto, cpu or cuda, got '", s, "'");
+}
+
+// Rows [begin, end) of a tensor along axis 0 (a copy).
+Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
+  std::vector<int64_t> dims = t.dims();
+  int64_t row = dims[0] ? t.nbytes() / dims[0] : 0;
+  dims[0] = end - begin;
+  Tensor out(t.dtype(), dims);
+  if (out.nbytes()) std::memcpy(out.raw(), static_cast<const char*>(t.raw()) + begin * row, out.nbytes());
+  return out;
+}
+
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  std::vector<int64_t> dims = parts[0].dims();
+  dims[0] = 0;
+  for (const Tensor& p : parts) dims[0] += p.dim(0);
+  Tensor out(parts[0].dtype(), dims);
+  size_t off = 0;
+  for (const Tensor& p : parts) {
+    if (p.nbytes()) std::memcpy(static_cast<char*>(out.raw()) + off, p.raw(), p.nbytes());
+    off += p.nbytes();
+  }
+  return out;
+}
+
+std::unique_ptr<Graph> load_and_canonicalize(const std::string& path) {
+  auto g = import_onnx_file(path);
+  CpuConstantEvaluator evaluator;
+  PassContext ctx;
+  ctx.evaluator = &evaluator;
+  PassManager pm(ctx);
+  pm.add_pipeline("canonicalize");
+  pm.run(*g);
+  return g;
+}
+
+int cmd_predict(int argc, char** argv) {
+  cli::Args args("otter-train predict", {
+      {"data", true, "input arrays (.npz), named after the model inputs", "IN.npz"},
+      {"out", true, "where to write the outputs (.npz)", "OUT.npz"},
+      {"batch-size", true, "feed B samples at a time (default: each array whole)", "B"},
+      {"device", true, "auto|cpu|cuda (default auto)", "DEVICE"},
+      {"help", false, "show this help"},
+  });
+  args.parse(argc, argv, 2);
+  if (args.has("help")) {
+    std::cout << "usage: otter-train predict MODEL.onnx --data IN.npz --out OUT.npz [options]\n\n" << args.help();
+    return 0;
+  }
+  if (args.positional().size() != 1) fail("predict: expected one model file (see otter-train predict --help)");
+  if (!args.has("data")) fail("predict: --data IN.npz is required");
+  if (!args.has("out")) fail("predict: --out OUT.npz is required");
+  DeviceType device = parse_device(args.get("device", "auto"));
+  auto g = load_and_canonicalize(args.positional()[0]);
+  NpzArchive data = read_npz(args.get("data"));
+  std::map<std::string, Tensor> feeds;
+  for (const Value* in : g->inputs()) {
+    const Tensor* t = data.find(in->name());
+    if (!t) {
+      std::string have;
+      for (const auto& [n, a] : data.arrays) have += (have.empty() ? "" : ", ") + n;
+      fail(data.path, ": no array '", in->name(), "' for model input '", in->name(), "' (", in->type_string(),
+           "); the file has: ", have.empty() ? "(none)" : have);
+    }
+    feeds[in->name()] = *t;
+  }
+  ExecutorOptions eo;
+  eo.device = device;
+  Executor ex(*g, eo);
+  std::map<std::string, Tensor> outputs;
+  int64_t batch = args.get_int("batch-size", 0);
+  if (batch < 0) fail("--batch-size must be positive");
+  if (batch == 0 || feeds.empty()) {
+    outputs = ex.run(feeds);
+  } else {
+    int64_t n = -1;
+    for (const auto& [name, t] : feeds) {
+      OTTER_CHECK(t.rank() >= 1, "--batch-size: input '", name, "' has no sample axis");
+      if (n < 0) n = t.dim(0);
+      OTTER_CHECK(t.dim(0) == n, "--batch-size: input '", name, "' has ", t.dim(0), " samples, others ", n);
+    }
+    std::map<std::string, std::vector<Tensor>> parts;
+    std::map<std::string, Tensor> last;
+    for (int64_t b = 0; b < n; b += batch) {
+      int64_t e = std::min(n, b + batch);
+      std::map<std::string, Tensor> f;
+      for (const auto& [name, t] : feeds) f[name] = slice_rows(t, b, e);
+      for (auto& [name, t] : ex.run(f)) {
+        // Outputs with a sample axis are concatenated; others (statistics) keep the last batch's.
+        if (t.rank() >= 1 && t.dim(0) == e - b) parts[name].push_back(t);
+        else last[name] = t;
+      }
+    }
+    for (auto& [name, p] : parts) outputs[name] = concat_rows(p);
+    for (auto& [name, t] : last) outputs.emplace(name, t);
+  }
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const Value* o : g->outputs()) out.emplace_back(o->name(), outputs.at(o->name()));
+  write_npz(args.get("out"), out);
+  std::cout << "wrote " << out.size() << " output" << (out.size() == 1 ? "" : "s") << " to " << args.get("out") << "\n";
+  return 0;
+}
+
+int cmd_kernels(int argc, char** argv) {
+  cli::Args args("otter-train kernels", {
+      {"format", true, "text|tsv (default text)", "FORMAT"},
+      {"help", false, "show this help"},
+  });
+  args.parse(argc, argv, 2);
+  if (args.has("help")) {
+    std::cout << "usage: otter-train kernels [--format text|tsv]\n\n" << args.help();
+    return 0;
+  }
+  std::string fmt = args.get("format", "text");
+  if (fmt != "text" && fmt != "tsv") fail("--format must be text or tsv, got '", fmt, "'");
+  std::vector<std::tuple<std::string, std::string, std::string>> rows;
+  for (const KernelDef& d : KernelRegistry::instance().all()) {
+    std::string op = d.domain.empty() ? d.op_type : d.domain + "." + d.op_type;
+    std::string types;
+    for (DataType t : d.dtypes) types += (types.empty() ? "" : ",") + std::string(dtype_name(t));
+    if (types.empty()) types = "any";
+    rows.emplace_back(op, device_name(d.device), types);
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  for (const auto& [op, dev, types] : rows) {
+    if (fmt == "tsv") std::cout << op << '\t' << dev << '\t' << types << '\n';
+    else {
+      std::string o = op;
+      o.resize(std::max<size_t>(o.size() + 1, 28), ' ');
+      std::string dv = dev;
+      dv.resize(6, ' ');
+      std::cout << o << dv << types << '\n';
+    }
+  }
+  return 0;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" ||
+      std::string(argv[1]) == "help") {
+    std::cout << kUsage;
+    return argc < 2 ? 1 : 0;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "predict") return cmd_predict(argc, argv);
+  if (cmd == "kernels") return cmd_kernels(argc, argv);
+  fail("unknown command '", cmd, "' (commands: predict, kernels; see otter-train --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,223 @@
+// Element-wise arithmetic as host/device functors shared by the CPU and CUDA backends.
+//
+// Each functor is a small struct with a templated `operator()` over the compute type (float,
+// double, or an integer type); half types are widened to float by the caller before they get here.
+// Only C math functions with float and double overloads in `otter::math` are used, so the same
+// code compiles under nvcc for `__device__`.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/half.h"
+
+namespace otter {
+
+// ---- a small math shim: one name, a float and a double overload ---------------------------------
+namespace math {
+OTTER_HD float exp(float x) { return ::expf(x); }
+OTTER_HD double exp(double x) { return ::exp(x); }
+OTTER_HD float log(float x) { return ::logf(x); }
+OTTER_HD double log(double x) { return ::log(x); }
+OTTER_HD float log1p(float x) { return ::log1pf(x); }
+OTTER_HD double log1p(double x) { return ::log1p(x); }
+OTTER_HD float sqrt(float x) { return ::sqrtf(x); }
+OTTER_HD double sqrt(double x) { return ::sqrt(x); }
+OTTER_HD float tanh(float x) { return ::tanhf(x); }
+OTTER_HD double tanh(double x) { return ::tanh(x); }
+OTTER_HD float erf(float x) { return ::erff(x); }
+OTTER_HD double erf(double x) { return ::erf(x); }
+OTTER_HD float pow(float x, float y) { return ::powf(x, y); }
+OTTER_HD double pow(double x, double y) { return ::pow(x, y); }
+OTTER_HD float abs(float x) { return ::fabsf(x); }
+OTTER_HD double abs(double x) { return ::fabs(x); }
+}  // namespace math
+
+template <typename T>
+constexpr bool kIsFloatCompute = std::is_floating_point_v<T>;
+
+// ---- binary arithmetic --------------------------------------------------------------------------
+struct AddOp {
+  template <typename T> OTTER_HD T operator()(T a, T b) const { return static_cast<T>(a + b); }
+};
+struct SubOp {
+  template <typename T> OTTER_HD T operator()(T a, T b) const { return static_cast<T>(a - b); }
+};
+struct MulOp {
+  template <typename T> OTTER_HD T operator()(T a, T b) const { return static_cast<T>(a * b); }
+};
+// Integer division truncates toward zero (C semantics, as the ONNX spec asks). The caller must
+// rule out b == 0 for integers; the most negative value divided by -1 wraps instead of trapping.
+struct DivOp {
+  template <typename T>
+  OTTER_HD T operator()(T a, T b) const {
+    if constexpr (std::is_signed_v<T> && !kIsFloatCompute<T>) {
+      using U = std::make_unsigned_t<T>;
+      if (b == static_cast<T>(-1)) return static_cast<T>(U(0) - static_cast<U>(a));
+    }
+    return static_cast<T>(a / b);
+  }
+};
+// Integer power by squaring; a negative exponent gives 0 except for bases 1 and -1.
+struct PowOp {
+  template <typename T>
+  OTTER_HD T operator()(T a, T b) const {
+    if constexpr (kIsFloatCompute<T>) {
+      return math::pow(a, b);
+    } else {
+      if (b < 0) {
+        if (a == 1) return 1;
+        if constexpr (std::is_signed_v<T>) {
+          if (a == -1) return (b % 2 == 0) ? T(1) : T(-1);
+        }
+        return 0;
+      }
+      using U = std::make_unsigned_t<T>;
+      U result = 1, base = static_cast<U>(a);
+      auto e = static_cast<std::make_unsigned_t<T>>(b);
+      while (e) {
+        if (e & 1u) result = static_cast<U>(result * base);
+        base = static_cast<U>(base * base);
+        e >>= 1;
+      }
+      return static_cast<T>(result);
+    }
+  }
+};
+// Min and Max propagate NaN (as numpy's minimum/maximum).
+struct MaxOp {
+  template <typename T> OTTER_HD T operator()(T a, T b) const { return (a > b || a != a) ? a : b; }
+};
+struct MinOp {
+  template <typename T> OTTER_HD T operator()(T a, T b) const { return (a < b || a != a) ? a : b; }
+};
+
+// ---- comparisons and logic (bool results) -------------------------------------------------------
+struct EqualOp {
+  template <typename T> OTTER_HD bool operator()(T a, T b) const { return a == b; }
+};
+struct LessOp {
+  template <typename T> OTTER_HD bool operator()(T a, T b) const { return a < b; }
+};
+struct LessOrEqualOp {
+  template <typename T> OTTER_HD bool operator()(T a, T b) const { return a <= b; }
+};
+struct GreaterOp {
+  template <typename T> OTTER_HD bool operator()(T a, T b) const { return a > b; }
+};
+struct GreaterOrEqualOp {
+  template <typename T> OTTER_HD bool operator()(T a, T b) const { return a >= b; }
+};
+struct AndOp {
+  OTTER_HD bool operator()(bool a, bool b) const { return a && b; }
+};
+struct OrOp {
+  OTTER_HD bool operator()(bool a, bool b) const { return a || b; }
+};
+struct XorOp {
+  OTTER_HD bool operator()(bool a, bool b) const { return a != b; }
+};
+struct NotOp {
+  OTTER_HD bool operator()(bool a) const { return !a; }
+};
+
+// ---- unary math ---------------------------------------------------------------------------------
+struct NegOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return static_cast<T>(-a); }
+};
+struct AbsOp {
+  template <typename T>
+  OTTER_HD T operator()(T a) const {
+    if constexpr (kIsFloatCompute<T>) return math::abs(a);
+    else if constexpr (std::is_unsigned_v<T>) return a;
+    else return a < 0 ? static_cast<T>(-a) : a;
+  }
+};
+struct SqrtOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return math::sqrt(a); }
+};
+struct ReciprocalOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return T(1) / a; }
+};
+struct ExpOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return math::exp(a); }
+};
+struct LogOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return math::log(a); }
+};
+struct ErfOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return math::erf(a); }
+};
+struct TanhOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return math::tanh(a); }
+};
+// Stable for large |x|: never evaluates exp of a large positive number.
+struct SigmoidOp {
+  template <typename T>
+  OTTER_HD T operator()(T a) const {
+    if (a >= T(0)) return T(1) / (T(1) + math::exp(-a));
+    T e = math::exp(a);
+    return e / (T(1) + e);
+  }
+};
+struct ReluOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return a > T(0) ? a : T(0); }
+};
+struct LeakyReluOp {
+  float alpha = 0.01f;
+  template <typename T>
+  OTTER_HD T operator()(T a) const { return a >= T(0) ? a : static_cast<T>(a * static_cast<T>(alpha)); }
+};
+// Gelu: x * Phi(x) with the exact erf form, or the tanh approximation.
+struct GeluOp {
+  bool tanh_approx = false;
+  template <typename T>
+  OTTER_HD T operator()(T x) const {
+    if (tanh_approx) {
+      const T k = static_cast<T>(0.7978845608028654);  // sqrt(2 / pi)
+      T inner = k * (x + static_cast<T>(0.044715) * x * x * x);
+      return static_cast<T>(0.5) * x * (T(1) + math::tanh(inner));
+    }
+    return static_cast<T>(0.5) * x * (T(1) + math::erf(x * static_cast<T>(0.7071067811865476)));
+  }
+};
+// log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x.
+struct SoftplusOp {
+  template <typename T>
+  OTTER_HD T operator()(T x) const {
+    T m = x > T(0) ? x : T(0);
+    return m + math::log1p(math::exp(-math::abs(x)));
+  }
+};
+// Clip to [lo, hi]; NaN stays NaN.
+template <typename T>
+struct ClipOp {
+  T lo, hi;
+  OTTER_HD T operator()(T x) const { return x < lo ? lo : (x > hi ? hi : x); }
+};
+
+// ---- conversions --------------------------------------------------------------------------------
+// Float to integer conversion truncating toward zero; NaN gives 0 and out-of-range values saturate
+// (C leaves both undefined; this keeps Cast from invoking undefined behaviour).
+template <typename To, typename From>
+OTTER_HD To convert_value(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    using U = std::make_unsigned_t<To>;
+    constexpr To hi = std::is_signed_v<To> ? static_cast<To>(static_cast<U>(~U(0)) >> 1)
+                                           : static_cast<To>(~U(0));
+    constexpr To lo = std::is_signed_v<To> ? static_cast<To>(-hi - 1) : To(0);
+    if (!(v == v)) return To(0);
+    double d = static_cast<double>(v);
+    if (d <= static_cast<double>(lo)) return lo;
+    if (d >= static_cast<double>(hi)) return hi;
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+}  // namespace otter

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages otter needs (when missing) and builds it into build/.
+# Environment: OTTER_BUILD_DIR (default build), OTTER_CUDA (AUTO|ON|OFF, default AUTO),
+# OTTER_BUILD_TYPE (default Release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  cmake ninja-build g++ ccache pkg-config
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  libgtest-dev libgmock-dev libopenblas-dev zlib1g-dev
+  llvm-14-tools libonnx-testdata
+  python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-sklearn
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+build_dir=${OTTER_BUILD_DIR:-build}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+jobs=$(nproc)
+cmake -S . -B "$build_dir" -G Ninja \
+  -DCMAKE_BUILD_TYPE="${OTTER_BUILD_TYPE:-Release}" \
+  -DOTTER_CUDA="${OTTER_CUDA:-AUTO}" \
+  -DPython3_EXECUTABLE=/usr/bin/python3 >"$build_dir.configure.log" 2>&1 || { cat "$build_dir.configure.log"; exit 1; }
+grep -A12 "otter configuration" "$build_dir.configure.log" | sed 's/^-- //'
+ninja -C "$build_dir" -j"$jobs"
