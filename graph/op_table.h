@@ -55,7 +55,7 @@ class InferContext {
 
 using InferFn = std::function<void(InferContext&)>;
 
-class GradContext;  // defined by the autodiff pass (passes/autodiff.h)
+class GradContext;  // graph/gradient.h
 using GradFn = std::function<void(GradContext&)>;
 
 struct OpDef {

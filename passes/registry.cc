@@ -1,11 +1,17 @@
 // The one place every built-in pass and named pipeline is registered.
+#include "passes/add_loss.h"
+#include "passes/autodiff.h"
 #include "passes/canonicalize.h"
 #include "passes/pass_manager.h"
 
 namespace otter {
 
 void register_all_passes(PassRegistry& r) {
+  // Order of the training pipeline (see default-train in a later pass): canonicalize first so the
+  // later passes see static shapes; the loss before autodiff, which differentiates it.
   r.add("canonicalize", [] { return std::make_unique<CanonicalizePass>(); });
+  r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
+  r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });
 }
 
 }  // namespace otter
