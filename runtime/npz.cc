@@ -65,8 +65,7 @@ DataType dtype_from_descr(const std::string& descr, const std::string& what) {
   }
   if (descr.size() == 3 && descr[0] == '>')
     fail(what, ": big-endian dtype '", descr, "' is not supported (store it little-endian)");
-  fail(what, ": unsupported dtype '", descr,
-       "' (otter reads <f4 <f8 <f2 <i8 <i4 |i1 |u1 |b1)");
+  fail(what, ": unsupported dtype '", descr, "' (otter reads <f4 <f8 <f2 <i8 <i4 |i1 |u1 |b1)");
 }
 
 const char* descr_from_dtype(DataType dtype, const std::string& what) {
@@ -128,7 +127,8 @@ class HeaderParser {
     fail(what_, ": malformed .npy header (", why, "): ", text_);
   }
   void skip_space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t'))
       ++pos_;
   }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
@@ -301,7 +301,8 @@ std::string inflate_raw(const char* data, size_t size, uint64_t expected_size,
 
 std::string deflate_raw(const std::string& in) {
   z_stream zs{};
-  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -MAX_WBITS, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK)
     fail("cannot initialise zlib for compression");
   std::string out;
   size_t in_left = in.size();
@@ -370,7 +371,8 @@ class ZipReader {
     uint64_t pos = cd_offset;
     for (uint64_t i = 0; i < count; ++i) {
       const char* h = at(pos, 46, "central directory");
-      if (load32(h) != kCentralHeaderSig) bad(str_cat("central directory entry ", i, " is corrupt"));
+      if (load32(h) != kCentralHeaderSig)
+        bad(str_cat("central directory entry ", i, " is corrupt"));
       ZipEntry entry;
       entry.flags = load16(h + 8);
       entry.method = load16(h + 10);
@@ -491,7 +493,7 @@ constexpr uint16_t kVersionDeflate = 20;  // zip 2.0
 constexpr uint16_t kVersionZip64 = 45;    // zip 4.5
 constexpr uint16_t kMadeByUnix = 3 << 8;
 constexpr uint16_t kDosDate1980 = (0 << 9) | (1 << 5) | 1;  // 1980-01-01, for reproducible files
-constexpr uint32_t kFileMode = 0100644u << 16;               // regular file, rw-r--r--
+constexpr uint32_t kFileMode = 0100644u << 16;              // regular file, rw-r--r--
 
 void put_local_header(std::string& out, const WrittenEntry& e) {
   bool zip64 = e.size >= kMax32 || e.compressed_size >= kMax32;
@@ -590,7 +592,8 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   size_t magic_seen = std::min(bytes.size(), kNpyMagicSize);
   if (bytes.compare(0, magic_seen, kNpyMagic, magic_seen) != 0)
     fail(what, ": not a .npy array (bad magic)");
-  if (bytes.size() < kNpyMagicSize + 4) fail(what, ": truncated .npy data (", bytes.size(), " bytes)");
+  if (bytes.size() < kNpyMagicSize + 4)
+    fail(what, ": truncated .npy data (", bytes.size(), " bytes)");
   int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len, header_start;
   if (major == 1) {
@@ -605,7 +608,8 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
          static_cast<int>(static_cast<unsigned char>(bytes[7])));
   }
   if (header_len > bytes.size() - header_start) fail(what, ": truncated .npy header");
-  NpyHeader h = HeaderParser(std::string_view(bytes).substr(header_start, header_len), what).parse();
+  NpyHeader h =
+      HeaderParser(std::string_view(bytes).substr(header_start, header_len), what).parse();
   DataType dtype = dtype_from_descr(h.descr, what);
   if (h.fortran_order && h.shape.size() >= 2)
     fail(what, ": Fortran-ordered arrays are not supported (save np.ascontiguousarray(a))");
@@ -635,9 +639,12 @@ Tensor parse_npy(const std::string& bytes, const std::string& what) {
   return t;
 }
 
-std::string serialize_npy(const Tensor& t) {
-  OTTER_CHECK(t.defined(), "serialize_npy: undefined tensor");
-  std::string dict = str_cat("{'descr': '", descr_from_dtype(t.dtype(), t.describe()),
+namespace {
+
+// `what` names the tensor in messages.
+std::string serialize_npy_as(const Tensor& t, const std::string& what) {
+  OTTER_CHECK(t.defined(), what, ": cannot save an undefined tensor");
+  std::string dict = str_cat("{'descr': '", descr_from_dtype(t.dtype(), what),
                              "', 'fortran_order': False, 'shape': (");
   for (int64_t i = 0; i < t.rank(); ++i) dict += str_cat(i ? ", " : "", t.dim(i));
   dict += t.rank() == 1 ? ",), }" : "), }";
@@ -664,10 +671,16 @@ std::string serialize_npy(const Tensor& t) {
   return out;
 }
 
-Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), str_cat("'", path, "'")); }
+}  // namespace
+
+std::string serialize_npy(const Tensor& t) { return serialize_npy_as(t, t.describe()); }
+
+Tensor read_npy(const std::string& path) {
+  return parse_npy(read_file(path), str_cat("'", path, "'"));
+}
 
 void write_npy(const std::string& path, const Tensor& t) {
-  write_file_atomically(path, serialize_npy(t));
+  write_file_atomically(path, serialize_npy_as(t, str_cat("write_npy '", path, "'")));
 }
 
 // -----------------------------------------------------------------------------------------------
@@ -715,10 +728,15 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
     for (const WrittenEntry& e : entries)
       OTTER_CHECK(e.name != npy_entry_name(name), "write_npz '", path, "': array '", name,
                   "' given twice");
-    std::string npy = serialize_npy(tensor);
+    std::string npy =
+        serialize_npy_as(tensor, str_cat("write_npz '", path, "': array '", name, "'"));
     std::string deflated = compress ? deflate_raw(npy) : std::string();
-    WrittenEntry e{npy_entry_name(name), uint16_t(compress ? 8 : 0), crc32_of(npy.data(), npy.size()),
-                   compress ? deflated.size() : npy.size(), npy.size(), out.size()};
+    WrittenEntry e{npy_entry_name(name),
+                   uint16_t(compress ? 8 : 0),
+                   crc32_of(npy.data(), npy.size()),
+                   compress ? deflated.size() : npy.size(),
+                   npy.size(),
+                   out.size()};
     put_local_header(out, e);
     out += compress ? deflated : npy;
     entries.push_back(std::move(e));
