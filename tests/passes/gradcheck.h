@@ -14,6 +14,7 @@
 
 #include "graph/op_table.h"
 #include "graph/printer.h"
+#include "graph/verifier.h"
 #include "passes/autodiff.h"
 #include "runtime/executor.h"
 
