@@ -1,6 +1,292 @@
-// Op family registration (placeholder until its definitions land).
+// Element-wise ops of the default domain: arithmetic, activations, comparisons, logic, Where and
+// Cast, with broadcasting and propagation of symbolic shape data through integer arithmetic.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
 #include "graph/op_table.h"
+#include "graph/ops/infer_util.h"
 
 namespace otter {
-void register_elementwise_ops(OpTable&) {}
+namespace {
+
+using infer::Types;
+
+// Combines the symbolic data of `ins` element by element (lengths 1 or n broadcast), when all are
+// known and the output is at most 1-D.
+template <typename F>
+void propagate_sym(InferContext& ctx, const std::vector<int>& ins, F f) {
+  Value* out_value = ctx.node().output(0);
+  if (!out_value || !(is_integer(out_value->dtype()) || out_value->dtype() == DataType::kBool)) return;
+  if (!out_value->shape().rank_known || out_value->shape().rank() > 1) return;
+  std::vector<std::vector<Dim>> data;
+  size_t n = 1;
+  for (int i : ins) {
+    auto d = infer::sym_data(ctx, i);
+    if (!d || ctx.in_shape(i).rank() > 1) return;
+    if (d->size() != 1) {
+      if (n != 1 && n != d->size()) return;
+      n = d->size();
+    }
+    data.push_back(std::move(*d));
+  }
+  std::vector<Dim> out;
+  std::vector<Dim> args(data.size());
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t j = 0; j < data.size(); ++j) args[j] = data[j].size() == 1 ? data[j][0] : data[j][k];
+    out.push_back(f(args));
+  }
+  infer::set_sym(ctx, 0, std::move(out));
+}
+
+// ---- unary --------------------------------------------------------------------------------------
+InferFn unary(Types allowed) {
+  return [allowed](InferContext& ctx) {
+    infer::check_arity(ctx, 1, 1);
+    infer::check_type(ctx, 0, allowed);
+    ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0));
+  };
+}
+
+void infer_gelu(InferContext& ctx) {
+  unary(Types::kFloat)(ctx);
+  std::string a = ctx.node().attr_s("approximate", "none");
+  if (a != "none" && a != "tanh")
+    ctx.error("attribute 'approximate' must be \"none\" or \"tanh\", got \"" + a + "\"");
+}
+
+void infer_clip(InferContext& ctx) {
+  infer::check_arity(ctx, 1, 3);
+  infer::check_type(ctx, 0, Types::kNumeric);
+  for (int i = 1; i <= 2; ++i) {
+    if (!ctx.has_input(i)) continue;
+    infer::check_same_type(ctx, 0, i);
+    const Shape& s = ctx.in_shape(i);
+    if (s.rank_known && s.numel() != 1 && s.is_static())
+      ctx.error(str_cat(infer::input_desc(ctx, i), " (", i == 1 ? "min" : "max",
+                        ") must be a scalar, got shape ", s.to_string()));
+  }
+  ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0));
+}
+
+// ---- binary and variadic ------------------------------------------------------------------------
+Dim sym_add(const std::vector<Dim>& a) { return infer::dim_add(a[0], a[1]); }
+Dim sym_sub(const std::vector<Dim>& a) { return infer::dim_sub(a[0], a[1]); }
+Dim sym_mul(const std::vector<Dim>& a) { return infer::dim_mul(a[0], a[1]); }
+Dim sym_div(const std::vector<Dim>& a) {
+  if (a[1].is_static() && a[1].value == 0) return Dim();
+  return infer::dim_div(a[0], a[1]);
+}
+
+InferFn arith(Dim (*sym)(const std::vector<Dim>&)) {
+  return [sym](InferContext& ctx) {
+    infer::check_arity(ctx, 2, 2);
+    infer::check_type(ctx, 0, Types::kNumeric);
+    infer::check_same_type(ctx, 0, 1);
+    ctx.set_output(0, ctx.in_dtype(0), broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
+    if (sym) propagate_sym(ctx, {0, 1}, sym);
+  };
+}
+
+void infer_pow(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 2);
+  infer::check_type(ctx, 0, Types::kNumeric);
+  infer::check_type(ctx, 1, Types::kNumeric);
+  ctx.set_output(0, ctx.in_dtype(0), broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
+}
+
+InferFn min_max(bool is_max) {
+  return [is_max](InferContext& ctx) {
+    infer::check_arity(ctx, 1, 1 << 20);
+    infer::check_type(ctx, 0, Types::kNumeric);
+    std::vector<Shape> shapes;
+    std::vector<int> ins;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) ctx.error(str_cat("input ", i, " is missing (inputs are not optional)"));
+      infer::check_same_type(ctx, 0, i);
+      shapes.push_back(ctx.in_shape(i));
+      ins.push_back(i);
+    }
+    ctx.set_output(0, ctx.in_dtype(0), broadcast_shapes(ctx, shapes));
+    propagate_sym(ctx, ins, [is_max](const std::vector<Dim>& a) {
+      Dim r = a[0];
+      for (const Dim& d : a) {
+        if (d == r) continue;
+        if (!d.is_static() || !r.is_static()) return Dim();
+        r = is_max ? std::max(r.value, d.value) : std::min(r.value, d.value);
+      }
+      return r;
+    });
+  };
+}
+
+void infer_where(InferContext& ctx) {
+  infer::check_arity(ctx, 3, 3);
+  infer::check_type(ctx, 0, Types::kBool);
+  infer::check_same_type(ctx, 1, 2);
+  ctx.set_output(0, ctx.in_dtype(1),
+                 broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2)}));
+  propagate_sym(ctx, {0, 1, 2}, [](const std::vector<Dim>& a) {
+    if (a[0].is_static()) return a[0].value ? a[1] : a[2];
+    return a[1] == a[2] && infer::dim_known(a[1]) ? a[1] : Dim();
+  });
+}
+
+enum class Cmp { kEqual, kLess, kGreater };
+
+// One element of a comparison operand: a dim (static or symbolic), or an exact constant that may
+// be negative (the symbolic data cannot hold -1, which reads as unknown).
+struct CmpElem {
+  Dim d;
+  std::optional<int64_t> exact;
+};
+
+std::optional<std::vector<CmpElem>> cmp_operand(InferContext& ctx, int i) {
+  std::vector<CmpElem> out;
+  if (const Tensor* t = ctx.in_const(i)) {
+    if (!(is_integer(t->dtype()) || t->dtype() == DataType::kBool) || t->rank() > 1 ||
+        t->numel() > static_cast<int64_t>(infer::kMaxSymData))
+      return std::nullopt;
+    for (int64_t v : t->to_int64_vector()) out.push_back({v >= 0 ? Dim(v) : Dim(), v});
+    return out;
+  }
+  auto d = infer::sym_data(ctx, i);
+  if (!d) return std::nullopt;
+  for (const Dim& x : *d)
+    out.push_back({x, x.is_static() ? std::optional<int64_t>(x.value) : std::nullopt});
+  return out;
+}
+
+// Comparison of two elements; a known dim is never negative, so it compares with a negative
+// constant even when symbolic.
+Dim compare_elems(Cmp op, const CmpElem& a, const CmpElem& b) {
+  auto result = [](bool r) { return Dim(int64_t{r}); };
+  if (a.exact && b.exact) {
+    int64_t x = *a.exact, y = *b.exact;
+    return result(op == Cmp::kEqual ? x == y : op == Cmp::kLess ? x < y : x > y);
+  }
+  if (a.d.is_symbolic() && a.d == b.d) return result(op == Cmp::kEqual);
+  bool a_dim = infer::dim_known(a.d), b_dim = infer::dim_known(b.d);
+  if (a_dim && b.exact && *b.exact < 0) return result(op == Cmp::kGreater);  // dim vs negative
+  if (b_dim && a.exact && *a.exact < 0) return result(op == Cmp::kLess);    // negative vs dim
+  return Dim();
+}
+
+InferFn compare(Cmp op) {
+  return [op](InferContext& ctx) {
+    infer::check_arity(ctx, 2, 2);
+    infer::check_type(ctx, 0, op == Cmp::kEqual ? Types::kAny : Types::kNumeric);
+    infer::check_same_type(ctx, 0, 1);
+    Shape out = broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)});
+    ctx.set_output(0, DataType::kBool, out);
+    if (!out.rank_known || out.rank() > 1 || ctx.in_shape(0).rank() > 1 || ctx.in_shape(1).rank() > 1) return;
+    auto a = cmp_operand(ctx, 0), b = cmp_operand(ctx, 1);
+    if (!a || !b) return;
+    size_t n = std::max(a->size(), b->size());
+    if ((a->size() != 1 && a->size() != n) || (b->size() != 1 && b->size() != n)) return;
+    std::vector<Dim> res;
+    for (size_t k = 0; k < n; ++k)
+      res.push_back(compare_elems(op, (*a)[a->size() == 1 ? 0 : k], (*b)[b->size() == 1 ? 0 : k]));
+    infer::set_sym(ctx, 0, std::move(res));
+  };
+}
+
+void infer_not(InferContext& ctx) {
+  infer::check_arity(ctx, 1, 1);
+  infer::check_type(ctx, 0, Types::kBool);
+  ctx.set_output(0, DataType::kBool, ctx.in_shape(0));
+  propagate_sym(ctx, {0}, [](const std::vector<Dim>& a) {
+    return a[0].is_static() ? Dim(int64_t{a[0].value == 0}) : Dim();
+  });
+}
+
+void infer_and(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 2);
+  infer::check_type(ctx, 0, Types::kBool);
+  infer::check_type(ctx, 1, Types::kBool);
+  ctx.set_output(0, DataType::kBool, broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
+  propagate_sym(ctx, {0, 1}, [](const std::vector<Dim>& a) {
+    if ((a[0].is_static() && a[0].value == 0) || (a[1].is_static() && a[1].value == 0))
+      return Dim(int64_t{0});
+    if (a[0].is_static() && a[1].is_static()) return Dim(int64_t{1});
+    return Dim();
+  });
+}
+
+void infer_cast(InferContext& ctx) {
+  infer::check_arity(ctx, 1, 1);
+  const Attribute* to = ctx.node().find_attr("to");
+  if (!to) ctx.error("attribute 'to' is required");
+  if (to->kind() != Attribute::Kind::kInt) ctx.error("attribute 'to' must be an int");
+  DataType t = dtype_from_onnx(static_cast<int>(to->i()));
+  if (t == DataType::kUndefined)
+    ctx.error(str_cat("attribute 'to' = ", to->i(), " (", onnx_dtype_name(static_cast<int>(to->i())),
+                      ") is not a supported data type"));
+  ctx.set_output(0, t, ctx.in_shape(0));
+  if (is_integer(t) || t == DataType::kBool) {
+    bool to_bool = t == DataType::kBool;
+    propagate_sym(ctx, {0}, [to_bool](const std::vector<Dim>& a) {
+      if (!to_bool) return a[0];
+      return a[0].is_static() ? Dim(int64_t{a[0].value != 0}) : Dim();
+    });
+  }
+}
+
+// ---- registration -------------------------------------------------------------------------------
+void add(OpTable& t, const char* op, int since, InferFn f, PrecisionClass p, bool inplace,
+         GradKind g, const char* summary) {
+  t.add({.domain = "",
+         .op_type = op,
+         .since_version = since,
+         .until_version = kMaxOnnxOpset,
+         .infer = std::move(f),
+         .precision = p,
+         .inplace = inplace,
+         .grad_kind = g,
+         .grad = {},
+         .summary = summary});
+}
+
+}  // namespace
+
+void register_elementwise_ops(OpTable& t) {
+  using P = PrecisionClass;
+  constexpr GradKind kGrad = GradKind::kMissing;  // rules are added by the autodiff issue
+  constexpr GradKind kNoGrad = GradKind::kNoGradient;
+  // Since-versions are those of the ONNX schema in force at opset 13; later schema versions up to
+  // opset 21 only widen type lists (noted per op), so one definition covers the whole range.
+  // Binary arithmetic: Add/Sub/Mul/Div 13, 14 (more integer types).
+  add(t, "Add", 13, arith(sym_add), P::kFollow, true, kGrad, "A + B with numpy broadcasting");
+  add(t, "Sub", 13, arith(sym_sub), P::kFollow, true, kGrad, "A - B with numpy broadcasting");
+  add(t, "Mul", 13, arith(sym_mul), P::kFollow, true, kGrad, "A * B with numpy broadcasting");
+  add(t, "Div", 13, arith(sym_div), P::kFollow, true, kGrad, "A / B with numpy broadcasting (integers truncate)");
+  add(t, "Pow", 13, infer_pow, P::kFp32, true, kGrad, "A ** B with numpy broadcasting (Pow 13, 15)");
+  // Unary math: all 13 (Gelu 20, Softplus 1, LeakyRelu 6/16, Relu 13/14).
+  add(t, "Sqrt", 13, unary(Types::kFloat), P::kFollow, true, kGrad, "sqrt(X)");
+  add(t, "Reciprocal", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "1 / X");
+  add(t, "Exp", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "exp(X)");
+  add(t, "Log", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "natural log of X");
+  add(t, "Neg", 13, unary(Types::kSignedNumeric), P::kFollow, true, kGrad, "-X");
+  add(t, "Abs", 13, unary(Types::kNumeric), P::kFollow, true, kGrad, "|X|");
+  add(t, "Erf", 13, unary(Types::kNumeric), P::kFollow, true, kGrad, "error function of X");
+  add(t, "Tanh", 13, unary(Types::kFloat), P::kFollow, true, kGrad, "tanh(X)");
+  add(t, "Sigmoid", 13, unary(Types::kFloat), P::kFollow, true, kGrad, "1 / (1 + exp(-X))");
+  add(t, "Relu", 13, unary(Types::kSignedNumeric), P::kFollow, true, kGrad, "max(X, 0)");
+  add(t, "LeakyRelu", 6, unary(Types::kFloat), P::kFollow, true, kGrad, "X >= 0 ? X : alpha * X (LeakyRelu 6, 16)");
+  add(t, "Gelu", 20, infer_gelu, P::kFollow, true, kGrad, "Gaussian error linear unit, exact or tanh approximation");
+  add(t, "Softplus", 1, unary(Types::kFloat), P::kFp32, true, kGrad, "log(1 + exp(X))");
+  add(t, "Clip", 13, infer_clip, P::kFollow, true, kGrad, "clamp X to [min, max] (optional scalar inputs)");
+  add(t, "Min", 13, min_max(false), P::kFollow, true, kGrad, "element-wise minimum of the inputs, broadcast");
+  add(t, "Max", 13, min_max(true), P::kFollow, true, kGrad, "element-wise maximum of the inputs, broadcast");
+  add(t, "Where", 9, infer_where, P::kFollow, false, kGrad, "condition ? X : Y, broadcast (Where 9, 16)");
+  // Comparisons and logic: bool outputs, no gradient. Equal 13/19, Not 1, And 7.
+  add(t, "Equal", 13, compare(Cmp::kEqual), P::kNone, false, kNoGrad, "A == B (bool), broadcast");
+  add(t, "Less", 13, compare(Cmp::kLess), P::kNone, false, kNoGrad, "A < B (bool), broadcast");
+  add(t, "Greater", 13, compare(Cmp::kGreater), P::kNone, false, kNoGrad, "A > B (bool), broadcast");
+  add(t, "Not", 1, infer_not, P::kNone, true, kNoGrad, "logical not of a bool tensor");
+  add(t, "And", 7, infer_and, P::kNone, true, kNoGrad, "logical and of bool tensors, broadcast");
+  // Cast 13, 19 (saturate), 21 (4-bit types): the mixed-precision pass places Casts itself.
+  add(t, "Cast", 13, infer_cast, P::kNone, false, kGrad, "converts X to the type of attribute 'to'");
+}
+
 }  // namespace otter

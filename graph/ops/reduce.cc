@@ -1,6 +1,95 @@
-// Op family registration (placeholder until its definitions land).
+// Reductions of the default domain (ReduceSum, ReduceMean, ReduceMax): axes from the attribute
+// (before opset 18; ReduceSum before 13) or from the optional 'axes' input, keepdims and
+// noop_with_empty_axes.
+#include <algorithm>
+
 #include "graph/op_table.h"
+#include "graph/ops/infer_util.h"
 
 namespace otter {
-void register_reduce_ops(OpTable&) {}
+namespace {
+
+using infer::Types;
+
+InferFn reduce(bool axes_input, Types types) {
+  return [axes_input, types](InferContext& ctx) {
+    infer::check_arity(ctx, 1, axes_input ? 2 : 1);
+    infer::check_type(ctx, 0, types);
+    const Shape& x = ctx.in_shape(0);
+    DataType t = ctx.in_dtype(0);
+    bool keep = ctx.node().attr_i("keepdims", 1) != 0;
+    bool noop_empty = axes_input && ctx.node().attr_i("noop_with_empty_axes", 0) != 0;
+    if (!axes_input && ctx.node().has_attr("noop_with_empty_axes"))
+      ctx.error("attribute 'noop_with_empty_axes' needs the axes-as-input form (opset 18, ReduceSum 13)");
+    if (axes_input && ctx.node().has_attr("axes"))
+      ctx.error(str_cat("attribute 'axes' is not allowed at opset ", ctx.node().opset(), "; axes are input 1"));
+    std::optional<std::vector<int64_t>> axes;
+    if (axes_input) {
+      if (ctx.has_input(1)) {
+        infer::check_type(ctx, 1, Types::kInt64);
+        const Shape& as = ctx.in_shape(1);
+        if (as.rank_known && as.rank() != 1)
+          ctx.error("input 1 (axes) must be 1-D, got shape " + as.to_string());
+        axes = infer::const_ints(ctx, 1);
+        if (!axes) {
+          // Unknown axes: with keepdims every dim may become 1; without, the rank drops by their count.
+          auto len = infer::static_length(ctx, 1);
+          if (len && *len == 0) {
+            axes.emplace();
+          } else {
+            if (!x.rank_known) return ctx.set_output(0, t, Shape::unknown());
+            if (keep) return ctx.set_output(0, t, Shape(std::vector<Dim>(x.rank())));
+            if (!len) return ctx.set_output(0, t, Shape::unknown());
+            if (*len > x.rank())
+              ctx.error(str_cat("input 1 (axes) has ", *len, " entries for a rank-", x.rank(), " input"));
+            return ctx.set_output(0, t, Shape(std::vector<Dim>(x.rank() - *len)));
+          }
+        }
+      } else {
+        axes.emplace();
+      }
+    } else {
+      axes = ctx.node().attr_ints("axes");
+    }
+    if (axes->empty() && noop_empty) return ctx.set_output(0, t, x);
+    if (!x.rank_known) return ctx.set_output(0, t, Shape::unknown());
+    std::vector<int64_t> ax = infer::normalize_axes(ctx, *axes, x.rank());
+    bool all = ax.empty();
+    std::vector<Dim> out;
+    for (int64_t i = 0; i < x.rank(); ++i) {
+      bool reduced = all || std::find(ax.begin(), ax.end(), i) != ax.end();
+      if (!reduced) out.push_back(x.dims[i]);
+      else if (keep) out.emplace_back(int64_t{1});
+    }
+    ctx.set_output(0, t, Shape(out));
+  };
+}
+
+void add(OpTable& t, const char* op, int since, int until, bool axes_input, Types types, PrecisionClass p,
+         const char* summary) {
+  t.add({.domain = "",
+         .op_type = op,
+         .since_version = since,
+         .until_version = until,
+         .infer = reduce(axes_input, types),
+         .precision = p,
+         .inplace = false,
+         .grad_kind = GradKind::kMissing,  // rules are added by the autodiff issue
+         .grad = {},
+         .summary = summary});
+}
+
+}  // namespace
+
+void register_reduce_ops(OpTable& t) {
+  using P = PrecisionClass;
+  constexpr int kMax = kMaxOnnxOpset;
+  add(t, "ReduceSum", 13, kMax, true, Types::kNumeric, P::kFp32, "sum over input 'axes' (all when empty)");
+  add(t, "ReduceMean", 13, 17, false, Types::kNumeric, P::kFollow, "mean over attribute 'axes' (all when absent)");
+  add(t, "ReduceMean", 18, kMax, true, Types::kNumeric, P::kFollow, "mean over input 'axes' (all when empty)");
+  add(t, "ReduceMax", 13, 17, false, Types::kNumeric, P::kFollow, "max over attribute 'axes' (all when absent)");
+  // ReduceMax 18 (axes input), 20 (bool inputs).
+  add(t, "ReduceMax", 18, kMax, true, Types::kAny, P::kFollow, "max over input 'axes' (all when empty)");
+}
+
 }  // namespace otter

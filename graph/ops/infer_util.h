@@ -1,0 +1,78 @@
+// Private helpers shared by the op families' type and shape inference (graph/ops/*.cc): arity and
+// dtype checks, constant/symbolic input reading, and arithmetic on symbolic dimensions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/error.h"
+#include "graph/op_table.h"
+
+namespace otter::infer {
+
+// ---- symbolic dimension arithmetic -------------------------------------------------------------
+// A symbolic dim may stand for a product of symbols and a coefficient, written canonically as
+// "16*N*T" (coefficient first when not 1, symbols sorted), so that Reshape can cancel factors:
+// [N,16,32] -> [N,-1] gives [N,512]; [B,T,64] -> [-1,64] gives [B*T,64].
+struct DimProduct {
+  bool known = true;  // false for an unknown dim
+  int64_t coef = 1;
+  std::vector<std::string> syms;  // sorted
+};
+DimProduct factor(const Dim& d);
+Dim make_dim(const DimProduct& p);
+Dim dim_mul(const Dim& a, const Dim& b);
+// a / b where the quotient is exact or both are static (integer division truncates); else Dim().
+Dim dim_div(const Dim& a, const Dim& b);
+Dim dim_add(const Dim& a, const Dim& b);
+Dim dim_sub(const Dim& a, const Dim& b);
+// Product of dims[begin, end).
+Dim dims_product(const std::vector<Dim>& dims, size_t begin, size_t end);
+inline Dim dims_product(const std::vector<Dim>& dims) { return dims_product(dims, 0, dims.size()); }
+// Whether a dim is known (static or symbolic).
+inline bool dim_known(const Dim& d) { return d.is_static() || d.is_symbolic(); }
+
+// ---- arity and dtype checks --------------------------------------------------------------------
+// Checks the number of inputs/outputs and that inputs [0, min_in) are present.
+void check_arity(InferContext& ctx, int min_in, int max_in, int min_out = 1, int max_out = 1);
+// "input 1 ('w')".
+std::string input_desc(InferContext& ctx, int i);
+inline bool dtype_known(DataType t) { return t != DataType::kUndefined; }
+
+enum class Types : uint8_t {
+  kAny,
+  kFloat,          // f32 f64 f16 bf16
+  kSignedNumeric,  // floats and signed integers
+  kNumeric,        // floats and all integers
+  kInteger,        // integers
+  kIndex,          // i32 i64
+  kInt64,          // i64 only
+  kBool,
+};
+// Fails unless input i's dtype (when known) is in the set.
+void check_type(InferContext& ctx, int i, Types allowed);
+// Fails unless inputs i and j (when both known) have one dtype.
+void check_same_type(InferContext& ctx, int i, int j);
+
+// ---- constant and symbolic inputs --------------------------------------------------------------
+// Integer contents of input i when fully known: constant data, or symbolic data whose entries are
+// all static.
+std::optional<std::vector<int64_t>> const_ints(InferContext& ctx, int i);
+// Float contents of a constant input.
+std::optional<std::vector<double>> const_doubles(InferContext& ctx, int i);
+// Known contents of an integer or bool input of at most kMaxSymData elements (constant or
+// propagated symbolic data).
+std::optional<std::vector<Dim>> sym_data(InferContext& ctx, int i);
+// Length of a 1-D input whose dim 0 is static, else nullopt.
+std::optional<int64_t> static_length(InferContext& ctx, int i);
+// Sets output i's symbolic data when it is small enough to track.
+void set_sym(InferContext& ctx, int i, std::vector<Dim> d);
+constexpr size_t kMaxSymData = 64;
+
+// Normalises and checks a list of axes against `rank` (no duplicates).
+std::vector<int64_t> normalize_axes(InferContext& ctx, const std::vector<int64_t>& axes, int64_t rank,
+                                    const char* what = "axes");
+
+}  // namespace otter::infer
