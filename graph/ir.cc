@@ -350,6 +350,9 @@ void Graph::replace_all_uses(Value* from, Value* to) {
     if (o == from) o = to;
   for (auto& [s, upd] : state_updates)
     if (upd == from) upd = to;
+  for (auto& [p, gr] : gradients)
+    if (gr == from) gr = to;
+  if (loss_seed == from) loss_seed = to;
 }
 
 void Graph::remove_node(Node* n) {
@@ -374,6 +377,8 @@ void Graph::remove_value(Value* v) {
   OTTER_CHECK(v->producer_ == nullptr, "remove_value: '", v->name(), "' has a producer node");
   OTTER_CHECK(v->uses_.empty() && !v->is_graph_output(), "remove_value: '", v->name(), "' is still used");
   state_updates.erase(v);
+  if (loss_seed == v) loss_seed = nullptr;
+  if (loss_scale == v) loss_scale = nullptr;
   inputs_.erase(std::remove(inputs_.begin(), inputs_.end(), v), inputs_.end());
   by_name_.erase(v->name_);
   auto it = std::find_if(values_.begin(), values_.end(), [&](const auto& p) { return p.get() == v; });
@@ -443,6 +448,7 @@ int Graph::remove_dead_nodes() {
   };
   for (Value* o : outputs_) mark(o);
   for (auto& [s, upd] : state_updates) mark(upd);
+  for (auto& [p, gr] : gradients) mark(gr);
   while (!work.empty()) {
     Node* n = work.back();
     work.pop_back();

@@ -135,6 +135,11 @@ class Attribute {
   Storage v_;
 };
 
+// Which compiled program a node belongs to in a training graph: the micro-step program (forward,
+// backward, gradient accumulation; run K times per optimizer step) or the apply program (finite
+// check, unscale, clipping, optimizer update, loss-scale update; run once per step).
+enum class Program : uint8_t { kMicroStep = 0, kApply = 1 };
+
 class Node {
  public:
   const std::string& op_type() const { return op_type_; }
@@ -169,11 +174,14 @@ class Node {
   std::vector<float> attr_floats(const std::string& k, std::vector<float> dflt = {}) const;
 
   Graph* graph() const { return graph_; }
+  Program program() const { return program_; }
+  void set_program(Program p) { program_ = p; }
 
  private:
   friend class Graph;
   std::string op_type_, domain_, name_;
   int opset_ = 0;
+  Program program_ = Program::kMicroStep;
   std::vector<Value*> inputs_, outputs_;
   std::map<std::string, Attribute> attrs_;
   Graph* graph_ = nullptr;
@@ -234,8 +242,15 @@ class Graph {
   std::map<std::string, std::string> metadata;
   int64_t ir_version = 8;
   std::string producer_name, producer_version, doc_string;
-  // State updates: state value -> value holding its new contents at the end of a step.
+  // State updates: state value (or parameter) -> value holding its new contents after a run of
+  // the program that produces it.
   std::map<Value*, Value*> state_updates;
+  // Training facts recorded by the passes: each trainable parameter with the value holding its
+  // gradient (after grad-accumulation: its fp32 accumulator), in parameter order, and the
+  // constant or value that seeds the backward pass (1, then 1/K, then S/K).
+  std::vector<std::pair<Value*, Value*>> gradients;
+  Value* loss_seed = nullptr;
+  Value* loss_scale = nullptr;  // the dynamic or static loss-scale state S, when scaling is on
 
   int opset(const std::string& domain = "") const;
 

@@ -64,7 +64,13 @@ void print_graph(const Graph& g, std::ostream& os, const PrintOptions& opts) {
     else if (v->kind() == ValueKind::kState)
       os << "  state " << decl(v) << "\n";
   }
+  Program prog = Program::kMicroStep;
   for (const auto& n : g.nodes()) {
+    if (n->program() != prog) {
+      prog = n->program();
+      os << (prog == Program::kApply ? "  // apply program (once per optimizer step)\n"
+                                     : "  // micro-step program\n");
+    }
     os << "  " << node_to_string(*n);
     if (opts.show_node_names && !n->name().empty()) os << "  # " << n->name();
     os << "\n";
@@ -73,6 +79,7 @@ void print_graph(const Graph& g, std::ostream& os, const PrintOptions& opts) {
   for (const auto& [s, u] : g.state_updates) updates.emplace_back(s->name(), u ? u->name() : "_");
   std::sort(updates.begin(), updates.end());
   for (const auto& [s, u] : updates) os << "  update %" << s << " <- %" << u << "\n";
+  for (const auto& [p, gr] : g.gradients) os << "  gradient %" << p->name() << " <- " << ref(gr) << "\n";
   for (const Value* v : g.outputs()) os << "  output " << ref(v) << "\n";
   os << "}\n";
 }

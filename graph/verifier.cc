@@ -89,7 +89,8 @@ std::vector<std::string> verify_graph(const Graph& g, const VerifyOptions& opts)
     else if (!all.count(o)) bad("graph output refers to a removed value");
   }
   for (const auto& [s, u] : g.state_updates) {
-    if (s->kind() != ValueKind::kState) bad("state update of '", s->name(), "', which is not state");
+    if (s->kind() != ValueKind::kState && !(s->kind() == ValueKind::kInitializer && s->trainable()))
+      bad("state update of '", s->name(), "', which is neither state nor a parameter");
     if (!u || !all.count(u)) bad("state update of '", s->name(), "' refers to a removed value");
     else if (u->dtype() != s->dtype()) bad("state update of '", s->name(), "' has type ", dtype_name(u->dtype()));
   }

@@ -50,6 +50,9 @@ class KernelContext {
   [[noreturn]] void error(const std::string& msg) const;
   // Seeded generator for stochastic kernels (Dropout), owned by the executor.
   std::mt19937_64* rng = nullptr;
+  // True on the first micro-step of an optimizer step: accumulating kernels then write their
+  // accumulator instead of adding to it (no zeroing kernel).
+  bool first_micro_step = true;
 
  private:
   const Node& node_;

@@ -118,7 +118,9 @@ AutodiffResult autodiff(Graph& g, const AutodiffOptions& opts) {
     fail("autodiff: loss '", loss->name(), "' must be float32 or float64 (the loss subgraph runs in fp32)");
   Value* seed = g.add_initializer(g.unique_name(loss->name() + ".grad"), one.reshaped(loss->shape().static_dims()), false);
   contrib[loss].push_back(seed);
+  g.loss_seed = seed;
 
+  std::unordered_set<const Value*> is_final;  // values already the final gradient of some value
   auto finalize = [&](const Value* v) -> Value* {
     auto it = final_grad.find(v);
     if (it != final_grad.end()) return it->second;
@@ -134,9 +136,9 @@ AutodiffResult autodiff(Graph& g, const AutodiffOptions& opts) {
     }
     // Give the final gradient its forward-derived name where it is a fresh backward value.
     std::string want = v->name() + ".grad";
-    if (sum->kind() == ValueKind::kNode && sum != seed && !g.has_value(want) &&
-        sum->name().find(".grad") == std::string::npos)
+    if (sum->kind() == ValueKind::kNode && sum != seed && !is_final.count(sum) && !g.has_value(want))
       g.rename_value(sum, want);
+    is_final.insert(sum);
     return final_grad[v] = sum;
   };
 
@@ -176,6 +178,7 @@ AutodiffResult autodiff(Graph& g, const AutodiffOptions& opts) {
       gp = id->output(0);
     }
     g.add_output(gp);
+    if (p->kind() == ValueKind::kInitializer) g.gradients.emplace_back(p, gp);
     res.params.push_back(p->name());
     res.grads.push_back(gp->name());
   }

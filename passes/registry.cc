@@ -2,6 +2,8 @@
 #include "passes/add_loss.h"
 #include "passes/autodiff.h"
 #include "passes/canonicalize.h"
+#include "passes/grad_accumulation.h"
+#include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 
 namespace otter {
@@ -12,6 +14,8 @@ void register_all_passes(PassRegistry& r) {
   r.add("canonicalize", [] { return std::make_unique<CanonicalizePass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });
+  r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
+  r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
 }
 
 }  // namespace otter

@@ -16,6 +16,13 @@ struct Executor::Step {
   std::vector<int> release;    // slots whose last use is this step
 };
 
+namespace {
+bool in_program(const Node& n, const std::optional<Program>& p) { return !p || n.program() == *p; }
+bool value_in_program(const Value* v, const std::optional<Program>& p) {
+  return !v->producer() || in_program(*v->producer(), p);
+}
+}  // namespace
+
 std::vector<std::string> check_kernels(const Graph& g, DeviceType device) {
   std::vector<std::string> problems;
   for (const auto& n : g.nodes()) {
@@ -43,6 +50,7 @@ Executor::Executor(const Graph& g, ExecutorOptions opts) : graph_(g), opts_(opts
     if (v->kind() != ValueKind::kNode) slot(v);
   std::unordered_map<int, int> last_use;
   for (const auto& np : g.nodes()) {
+    if (!in_program(*np, opts.program)) continue;
     Step s;
     s.node = np.get();
     const KernelDef* def = KernelRegistry::instance().find(*np, opts.device);
@@ -60,8 +68,18 @@ Executor::Executor(const Graph& g, ExecutorOptions opts) : graph_(g), opts_(opts
   // Values that must survive the run: graph outputs, state updates, and every non-node value
   // (they belong to the graph or to the caller).
   std::vector<bool> keep(num_slots_, false);
-  for (const Value* v : g.outputs()) keep[slot(v)] = true;
-  for (const auto& [s, u] : g.state_updates) keep[slot(u)] = true;
+  for (const Value* v : g.outputs())
+    if (value_in_program(v, opts.program)) outputs_.push_back(v);
+  for (const auto& [s, u] : g.state_updates)
+    if (value_in_program(u, opts.program) && (u->producer() || !opts.program)) updates_.emplace_back(s, u);
+  for (const auto& n : g.nodes())
+    if (!in_program(*n, opts.program))
+      for (const Value* in : n->inputs())
+        if (in && in->producer() && in_program(*in->producer(), opts.program))
+          fail("node ", n->describe(), " of another program reads '", in->name(),
+               "' directly; values cross programs only through state");
+  for (const Value* v : outputs_) keep[slot(v)] = true;
+  for (const auto& [s, u] : updates_) keep[slot(u)] = true;
   for (const Value* v : g.values())
     if (v->kind() != ValueKind::kNode) keep[slot(v)] = true;
   for (const auto& [sl, step] : last_use)
@@ -132,6 +150,7 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     for (int sl : s.out_slots) outs.push_back(sl >= 0 ? &slots[sl] : nullptr);
     KernelContext ctx(*s.node, ins, outs, HostAllocator::instance());
     ctx.rng = &rng_;
+    ctx.first_micro_step = first_micro_step_;
     s.kernel->run(ctx);
     for (size_t i = 0; i < s.out_slots.size(); ++i) {
       if (s.out_slots[i] < 0) continue;
@@ -151,9 +170,9 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
       if (!pinned[sl]) slots[sl] = Tensor();
   }
   std::map<std::string, Tensor> result;
-  for (const Value* v : graph_.outputs()) result[v->name()] = slots[slot_of_.at(v)];
+  for (const Value* v : outputs_) result[v->name()] = slots[slot_of_.at(v)];
   for (size_t i = 0; i < extra_outputs.size(); ++i) result[extra_outputs[i]] = slots[extra_slots[i]];
-  for (const auto& [s, u] : graph_.state_updates) result[u->name()] = slots[slot_of_.at(u)];
+  for (const auto& [s, u] : updates_) result[u->name()] = slots[slot_of_.at(u)];
   return result;
 }
 

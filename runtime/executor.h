@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <random>
 #include <string>
@@ -16,6 +17,9 @@ namespace otter {
 struct ExecutorOptions {
   DeviceType device = DeviceType::kCpu;
   uint64_t seed = 0;  // for stochastic kernels (Dropout)
+  // Run only the nodes of one program of a training graph (all nodes when unset). Its outputs are
+  // the graph outputs and state updates that program produces.
+  std::optional<Program> program;
 };
 
 class Executor {
@@ -31,6 +35,11 @@ class Executor {
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& feeds,
                                     const std::vector<std::string>& extra_outputs);
   std::mt19937_64& rng() { return rng_; }
+  // Names of the graph outputs this executor returns.
+  const std::vector<const Value*>& outputs() const { return outputs_; }
+  const std::vector<std::pair<const Value*, const Value*>>& state_updates() const { return updates_; }
+  // Tells accumulating kernels whether this run is the first micro-step of an optimizer step.
+  void set_first_micro_step(bool first) { first_micro_step_ = first; }
   const Graph& graph() const { return graph_; }
 
  private:
@@ -40,7 +49,10 @@ class Executor {
   std::vector<Step> steps_;
   std::map<const Value*, int> slot_of_;
   int num_slots_ = 0;
+  std::vector<const Value*> outputs_;
+  std::vector<std::pair<const Value*, const Value*>> updates_;
   std::mt19937_64 rng_;
+  bool first_micro_step_ = true;
 };
 
 // Checks every node has a kernel on `device`; returns the list of problems (empty when fine).

@@ -1,6 +1,112 @@
-// Op family registration (placeholder until its definitions land).
+// Internal ops of the ai.otter domain used by the training passes: gradient accumulation, the
+// finite check, norms, learning-rate schedules, optimizer updates and loss-scale updates. Each is
+// documented in docs/ops.md. Gradient ops of the op families live next to their forward op.
+#include "graph/error.h"
 #include "graph/op_table.h"
 
 namespace otter {
-void register_internal_ops(OpTable&) {}
+
+namespace {
+
+const Shape& shape_of(InferContext& ctx, int i) { return ctx.in_shape(i); }
+
+OpDef internal(const std::string& op, std::string summary, InferFn infer) {
+  OpDef d;
+  d.domain = kOtterDomain;
+  d.op_type = op;
+  d.since_version = 1;
+  d.infer = std::move(infer);
+  d.summary = std::move(summary);
+  d.grad_kind = GradKind::kNotDifferentiable;
+  return d;
+}
+
+void require_float(InferContext& ctx, int i) {
+  if (!is_float(ctx.in_dtype(i))) ctx.error(str_cat("input ", i, " must be float, got ", dtype_name(ctx.in_dtype(i))));
+}
+
+Shape scalar() { return Shape(std::vector<Dim>{}); }
+
+}  // namespace
+
+void register_internal_ops(OpTable& t) {
+  t.add(internal("SumToShape", "sum a broadcast gradient back to the shape of `like` (numpy unbroadcasting)",
+                 [](InferContext& ctx) {
+                   ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 1));
+                 }));
+  // AccumulateGrad(acc, g) -> acc_out. The first micro-step of an optimizer step writes g (cast to
+  // acc's type), later ones add in place; acc_out shares acc's buffer.
+  t.add(internal("AccumulateGrad", "acc = g on the first micro-step, acc += g after (in place)", [](InferContext& ctx) {
+    require_float(ctx, 0);
+    require_float(ctx, 1);
+    ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
+  }));
+  // GemmAccumulate(a, b, acc) {transA, transB, alpha}: acc = alpha op(a) op(b) (+ acc after the
+  // first micro-step): a weight-gradient GEMM with beta 0 then 1, the fused accumulation.
+  t.add(internal("GemmAccumulate", "acc (+)= alpha * op(a) * op(b): a weight-gradient GEMM accumulating in place",
+                 [](InferContext& ctx) {
+                   require_float(ctx, 0);
+                   require_float(ctx, 1);
+                   require_float(ctx, 2);
+                   const Shape& a = ctx.in_shape(0);
+                   const Shape& b = ctx.in_shape(1);
+                   const Shape& c = ctx.in_shape(2);
+                   if (a.rank_known && b.rank_known && (a.rank() != 2 || b.rank() != 2))
+                     ctx.error("GemmAccumulate takes 2-D operands");
+                   if (!c.rank_known || c.rank() != 2) ctx.error("GemmAccumulate accumulator must be 2-D");
+                   ctx.set_output(0, ctx.in_dtype(2), c);
+                 }));
+  t.add(internal("AllFinite", "true when every element of every input is finite", [](InferContext& ctx) {
+    for (int i = 0; i < ctx.num_inputs(); ++i) require_float(ctx, i);
+    ctx.set_output(0, DataType::kBool, scalar());
+  }));
+  t.add(internal("GlobalNormSq", "sum of squares of all elements of all inputs (fp32)", [](InferContext& ctx) {
+    for (int i = 0; i < ctx.num_inputs(); ++i) require_float(ctx, i);
+    ctx.set_output(0, DataType::kFloat32, scalar());
+  }));
+  // GradScale(inv_scale, norm_sq?) {max_norm}: the multiplier applied to accumulated gradients:
+  // inv_scale, times torch's clip_grad_norm_ coefficient min(1, max_norm / (norm + 1e-6)) when
+  // max_norm > 0, where norm = sqrt(norm_sq) * inv_scale is the norm of the unscaled gradient.
+  t.add(internal("GradScale", "gradient multiplier: 1/S times the global-norm clipping coefficient", [](InferContext& ctx) {
+    ctx.set_output(0, DataType::kFloat32, scalar());
+  }));
+  // LearningRate(step) {schedule, lr, warmup, total, min_lr}: lr of the update taken after `step`
+  // completed (non-skipped) updates.
+  t.add(internal("LearningRate", "learning rate of the next update (constant, linear-warmup, cosine)", [](InferContext& ctx) {
+    ctx.set_output(0, DataType::kFloat32, scalar());
+  }));
+  // SGDUpdate(p, g, mom?, lr, gscale, finite) {momentum, nesterov, weight_decay} -> p_out, mom_out
+  t.add(internal("SGDUpdate", "torch.optim.SGD update (momentum, Nesterov, weight decay), skipped when not finite",
+                 [](InferContext& ctx) {
+                   require_float(ctx, 0);
+                   ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
+                   if (ctx.has_input(2)) ctx.set_output(1, ctx.in_dtype(2), shape_of(ctx, 2));
+                 }));
+  // AdamUpdate(p, g, m, v, step, lr, gscale, finite) {beta1, beta2, eps, weight_decay, decoupled}
+  //   -> p_out, m_out, v_out. step counts completed updates before this one.
+  t.add(internal("AdamUpdate", "torch.optim.Adam / AdamW update, skipped when not finite", [](InferContext& ctx) {
+    require_float(ctx, 0);
+    ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
+    ctx.set_output(1, ctx.in_dtype(2), shape_of(ctx, 2));
+    ctx.set_output(2, ctx.in_dtype(3), shape_of(ctx, 3));
+  }));
+  // StepCount(step, finite) -> step + finite.
+  t.add(internal("StepCount", "count of applied updates: +1 unless the step was skipped", [](InferContext& ctx) {
+    ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
+  }));
+  // LossScaleUpdate(S, good, finite) {growth, backoff, interval, min_scale, max_scale} -> S_out, good_out
+  t.add(internal("LossScaleUpdate", "dynamic loss scale: back off on overflow, grow after `interval` good steps",
+                 [](InferContext& ctx) {
+                   ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
+                   ctx.set_output(1, ctx.in_dtype(1), shape_of(ctx, 1));
+                 }));
+  t.add(internal("LossScaleInverse", "1 / S, the unscale factor of the apply program", [](InferContext& ctx) {
+    ctx.set_output(0, DataType::kFloat32, shape_of(ctx, 0));
+  }));
+  // ScaleSeed(S) {k}: the backward seed S / K.
+  t.add(internal("ScaleSeed", "backward seed: loss scale S divided by the accumulation count K", [](InferContext& ctx) {
+    ctx.set_output(0, DataType::kFloat32, shape_of(ctx, 0));
+  }));
+}
+
 }  // namespace otter

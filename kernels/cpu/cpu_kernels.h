@@ -10,4 +10,5 @@ void register_cpu_shape_kernels(KernelRegistry& r);        // shape.cc
 void register_cpu_matmul_kernels(KernelRegistry& r);       // matmul.cc: MatMul, Gemm
 void register_cpu_conv_kernels(KernelRegistry& r);         // conv.cc: Conv, pooling
 void register_cpu_nn_kernels(KernelRegistry& r);           // nn.cc: norms, softmax, losses, dropout
+void register_cpu_train_kernels(KernelRegistry& r);        // train.cc: accumulation, optimizers, scaler
 }  // namespace otter

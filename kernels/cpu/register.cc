@@ -10,6 +10,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_matmul_kernels(r);
   register_cpu_conv_kernels(r);
   register_cpu_nn_kernels(r);
+  register_cpu_train_kernels(r);
 }
 
 }  // namespace otter

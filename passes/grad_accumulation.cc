@@ -1,0 +1,112 @@
+// grad-accumulation pass (see grad_accumulation.h).
+#include "passes/grad_accumulation.h"
+
+#include <algorithm>
+
+#include "graph/error.h"
+#include "graph/op_table.h"
+
+namespace otter {
+
+namespace {
+
+// Rewrites the seed to seed/K: a constant is scaled, a ScaleSeed node gets k = K.
+void scale_seed(Graph& g, int64_t steps) {
+  Value* seed = g.loss_seed;
+  OTTER_CHECK(seed, "grad-accumulation: the graph has no backward seed (run autodiff first)");
+  if (steps == 1) return;
+  if (seed->kind() == ValueKind::kInitializer) {
+    Tensor t = seed->data().clone();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (t.dtype() == DataType::kFloat64) t.data<double>()[i] /= static_cast<double>(steps);
+      else t.data<float>()[i] /= static_cast<float>(steps);
+    }
+    seed->set_data(t);
+    return;
+  }
+  Node* n = seed->producer();
+  OTTER_CHECK(n && n->op_type() == "ScaleSeed", "grad-accumulation: unexpected backward seed '", seed->name(), "'");
+  n->set_attr("k", Attribute(n->attr_i("k", 1) * steps));
+}
+
+// A 2-D weight-gradient GEMM (MatMul or Gemm without C) that can accumulate into `acc` itself.
+bool fusable(const Value* grad, const Value* acc) {
+  Node* n = grad->producer();
+  if (!n || !n->domain().empty() || grad->uses().size() != 0) return false;
+  int outputs_using = 0;
+  for (const Value* o : grad->graph()->outputs()) outputs_using += (o == grad);
+  if (outputs_using != 1) return false;
+  if (grad->dtype() != acc->dtype()) return false;
+  if (n->op_type() == "MatMul") {
+    return n->input(0)->shape().rank() == 2 && n->input(1)->shape().rank() == 2 && n->input(0)->shape().rank_known &&
+           n->input(1)->shape().rank_known;
+  }
+  if (n->op_type() == "Gemm") return !n->has_input(2);
+  return false;
+}
+
+}  // namespace
+
+GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
+  OTTER_CHECK(steps >= 1, "grad-accumulation: steps must be >= 1, got ", steps);
+  OTTER_CHECK(!g.gradients.empty(), "grad-accumulation: no gradients in the graph (run autodiff first)");
+  GradAccumulationStats st;
+  g.opset_imports.emplace(kOtterDomain, 1);
+  scale_seed(g, steps);
+  std::vector<Value*> outputs = g.outputs();
+  for (auto& [p, grad] : g.gradients) {
+    OTTER_CHECK(p->shape().is_static(), "grad-accumulation: parameter '", p->name(), "' has no static shape");
+    std::string acc_name = g.unique_name(p->name() + ".grad.acc");
+    // fp32 accumulators (float64 parameters, as in gradient checks, keep float64).
+    DataType acc_type = p->dtype() == DataType::kFloat64 ? DataType::kFloat64 : DataType::kFloat32;
+    Value* acc = g.add_state(acc_name, Tensor(acc_type, p->shape().static_dims()));
+    Value* result = nullptr;
+    outputs.erase(std::remove(outputs.begin(), outputs.end(), grad), outputs.end());
+    if (fusable(grad, acc)) {
+      Node* mm = grad->producer();
+      bool ta = false, tb = false;
+      float alpha = 1.f;
+      if (mm->op_type() == "Gemm") {
+        ta = mm->attr_i("transA", 0) != 0;
+        tb = mm->attr_i("transB", 0) != 0;
+        alpha = mm->attr_f("alpha", 1.f);
+      }
+      Node* fused = g.add_node("GemmAccumulate", {mm->input(0), mm->input(1), acc}, {g.unique_name(acc_name + ".new")},
+                               kOtterDomain, mm);
+      if (ta) fused->set_attr("transA", Attribute(int64_t{1}));
+      if (tb) fused->set_attr("transB", Attribute(int64_t{1}));
+      if (alpha != 1.f) fused->set_attr("alpha", Attribute(alpha));
+      infer_node(*fused);
+      result = fused->output(0);
+      g.set_outputs(outputs);
+      g.remove_node(mm);
+      ++st.grads_fused;
+    } else {
+      Node* a = g.add_node("AccumulateGrad", {acc, grad}, {g.unique_name(acc_name + ".new")}, kOtterDomain);
+      infer_node(*a);
+      result = a->output(0);
+    }
+    g.state_updates[acc] = result;
+    grad = acc;
+    ++st.accumulators;
+  }
+  g.set_outputs(outputs);
+  return st;
+}
+
+std::string GradAccumulationPass::summary() const {
+  return "accumulate gradients of K micro-batches in fp32 state, fused into weight-gradient GEMMs";
+}
+
+std::vector<PassOption> GradAccumulationPass::options() const {
+  return {{"steps", PassOption::Type::kInt, "1", "micro-batches per optimizer step (K)", {}}};
+}
+
+void GradAccumulationPass::run(Graph& g, PassContext&) {
+  reset_counters();
+  auto st = grad_accumulation(g, opts_.get_int("steps", 1));
+  count("accumulators", st.accumulators);
+  count("grads_fused", st.grads_fused);
+}
+
+}  // namespace otter
