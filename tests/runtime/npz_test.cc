@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -235,6 +236,29 @@ TEST(NpzErrors, CorruptDeflateData) {
   std::string path = temp_path("corrupt.npz");
   spit(path, bytes);
   expect_error([&] { read_npz(path); }, {"corrupt.npz", "'f4'"});
+}
+
+// The digits data sets in models/ (np.savez_compressed): 450 test samples, 8x8 pixels in [0,1]
+// on a 1/16 grid, the two views holding the same pixels.
+TEST(NpzShipped, ReadsTheDigitsDataSets) {
+  std::string dir = std::string(OTTER_SOURCE_DIR) + "/models/digits/";
+  NpzArchive flat = read_npz(dir + "test.npz");
+  NpzArchive img = read_npz(dir + "test_img.npz");
+  const Tensor& x = flat.get("x");
+  const Tensor& labels = flat.get("labels");
+  ASSERT_EQ(x.dims(), (std::vector<int64_t>{450, 64}));
+  ASSERT_EQ(labels.dims(), (std::vector<int64_t>{450}));
+  ASSERT_EQ(img.get("x").dims(), (std::vector<int64_t>{450, 1, 8, 8}));
+  EXPECT_EQ(std::memcmp(x.raw(), img.get("x").raw(), x.nbytes()), 0);
+  EXPECT_TRUE(img.get("labels").bitwise_equal(labels));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float v = x.data<float>()[i];
+    ASSERT_TRUE(v >= 0 && v <= 1 && v * 16 == std::round(v * 16)) << v;
+  }
+  for (int64_t i = 0; i < labels.numel(); ++i) ASSERT_LT(uint64_t(labels.data<int64_t>()[i]), 10u);
+  // BatchNorm state arrays have '/' in their names.
+  NpzArchive ref = read_npz(dir + "cnn_forward_ref.npz");
+  EXPECT_EQ(ref.get("updated/bn1.running_var").dims(), (std::vector<int64_t>{8}));
 }
 
 std::vector<std::pair<std::string, Tensor>> sample_arrays() {
