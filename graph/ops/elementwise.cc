@@ -12,18 +12,44 @@ namespace {
 
 using infer::Types;
 
-// Combines the symbolic data of `ins` element by element (lengths 1 or n broadcast), when all are
-// known and the output is at most 1-D.
+// One element of an operand's known contents: a dim (static or symbolic), plus the exact value
+// where it is a constant or static (constants may be negative, which a Dim cannot hold).
+struct SymElem {
+  Dim d;
+  std::optional<int64_t> exact;
+};
+
+std::optional<std::vector<SymElem>> sym_operand(InferContext& ctx, int i) {
+  std::vector<SymElem> out;
+  if (auto t = infer::const_tensor(ctx, i)) {
+    if (!(is_integer(t->dtype()) || t->dtype() == DataType::kBool) || t->rank() > 1 ||
+        t->numel() > static_cast<int64_t>(infer::kMaxSymData))
+      return std::nullopt;
+    for (int64_t v : t->to_int64_vector()) out.push_back({v >= 0 ? Dim(v) : Dim(), v});
+    return out;
+  }
+  auto d = infer::sym_data(ctx, i);
+  if (!d) return std::nullopt;
+  for (const Dim& x : *d) out.push_back({x, x.is_static() ? std::optional<int64_t>(x.value) : std::nullopt});
+  return out;
+}
+
+Dim nonneg(int64_t v) { return v >= 0 ? Dim(v) : Dim(); }
+using Elems = std::vector<SymElem>;
+
+// Combines the known contents of inputs `ins` element by element (lengths 1 or n broadcast) into
+// output 0's symbolic data, when all are known, the output is integer or bool and at most 1-D.
 template <typename F>
 void propagate_sym(InferContext& ctx, const std::vector<int>& ins, F f) {
   Value* out_value = ctx.node().output(0);
   if (!out_value || !(is_integer(out_value->dtype()) || out_value->dtype() == DataType::kBool)) return;
   if (!out_value->shape().rank_known || out_value->shape().rank() > 1) return;
-  std::vector<std::vector<Dim>> data;
+  std::vector<std::vector<SymElem>> data;
   size_t n = 1;
   for (int i : ins) {
-    auto d = infer::sym_data(ctx, i);
-    if (!d || ctx.in_shape(i).rank() > 1) return;
+    if (ctx.in_shape(i).rank() > 1) return;
+    auto d = sym_operand(ctx, i);
+    if (!d) return;
     if (d->size() != 1) {
       if (n != 1 && n != d->size()) return;
       n = d->size();
@@ -31,7 +57,7 @@ void propagate_sym(InferContext& ctx, const std::vector<int>& ins, F f) {
     data.push_back(std::move(*d));
   }
   std::vector<Dim> out;
-  std::vector<Dim> args(data.size());
+  std::vector<SymElem> args(data.size());
   for (size_t k = 0; k < n; ++k) {
     for (size_t j = 0; j < data.size(); ++j) args[j] = data[j].size() == 1 ? data[j][0] : data[j][k];
     out.push_back(f(args));
@@ -46,6 +72,11 @@ InferFn unary(Types allowed) {
     infer::check_type(ctx, 0, allowed);
     ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0));
   };
+}
+
+void infer_neg(InferContext& ctx) {
+  unary(Types::kSignedNumeric)(ctx);
+  propagate_sym(ctx, {0}, [](const Elems& a) { return a[0].exact ? nonneg(-*a[0].exact) : Dim(); });
 }
 
 void infer_gelu(InferContext& ctx) {
@@ -70,15 +101,24 @@ void infer_clip(InferContext& ctx) {
 }
 
 // ---- binary and variadic ------------------------------------------------------------------------
-Dim sym_add(const std::vector<Dim>& a) { return infer::dim_add(a[0], a[1]); }
-Dim sym_sub(const std::vector<Dim>& a) { return infer::dim_sub(a[0], a[1]); }
-Dim sym_mul(const std::vector<Dim>& a) { return infer::dim_mul(a[0], a[1]); }
-Dim sym_div(const std::vector<Dim>& a) {
-  if (a[1].is_static() && a[1].value == 0) return Dim();
-  return infer::dim_div(a[0], a[1]);
+bool exact2(const Elems& a) { return a[0].exact && a[1].exact; }
+Dim sym_add(const Elems& a) {
+  return exact2(a) ? nonneg(*a[0].exact + *a[1].exact) : infer::dim_add(a[0].d, a[1].d);
+}
+Dim sym_sub(const Elems& a) {
+  return exact2(a) ? nonneg(*a[0].exact - *a[1].exact) : infer::dim_sub(a[0].d, a[1].d);
+}
+Dim sym_mul(const Elems& a) {
+  return exact2(a) ? nonneg(*a[0].exact * *a[1].exact) : infer::dim_mul(a[0].d, a[1].d);
+}
+Dim sym_div(const Elems& a) {
+  if (a[1].exact && *a[1].exact == 0) return Dim();
+  if (exact2(a)) return nonneg(*a[0].exact / *a[1].exact);
+  if (a[1].exact && *a[1].exact < 0) return Dim();
+  return infer::dim_div(a[0].d, a[1].d);
 }
 
-InferFn arith(Dim (*sym)(const std::vector<Dim>&)) {
+InferFn arith(Dim (*sym)(const Elems&)) {
   return [sym](InferContext& ctx) {
     infer::check_arity(ctx, 2, 2);
     infer::check_type(ctx, 0, Types::kNumeric);
@@ -108,14 +148,15 @@ InferFn min_max(bool is_max) {
       ins.push_back(i);
     }
     ctx.set_output(0, ctx.in_dtype(0), broadcast_shapes(ctx, shapes));
-    propagate_sym(ctx, ins, [is_max](const std::vector<Dim>& a) {
-      Dim r = a[0];
-      for (const Dim& d : a) {
-        if (d == r) continue;
-        if (!d.is_static() || !r.is_static()) return Dim();
-        r = is_max ? std::max(r.value, d.value) : std::min(r.value, d.value);
+    propagate_sym(ctx, ins, [is_max](const Elems& a) {
+      bool all_exact = std::all_of(a.begin(), a.end(), [](const SymElem& e) { return e.exact.has_value(); });
+      if (all_exact) {
+        int64_t r = *a[0].exact;
+        for (const SymElem& e : a) r = is_max ? std::max(r, *e.exact) : std::min(r, *e.exact);
+        return nonneg(r);
       }
-      return r;
+      bool same = std::all_of(a.begin(), a.end(), [&](const SymElem& e) { return e.d == a[0].d; });
+      return same ? a[0].d : Dim();
     });
   };
 }
@@ -126,40 +167,17 @@ void infer_where(InferContext& ctx) {
   infer::check_same_type(ctx, 1, 2);
   ctx.set_output(0, ctx.in_dtype(1),
                  broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1), ctx.in_shape(2)}));
-  propagate_sym(ctx, {0, 1, 2}, [](const std::vector<Dim>& a) {
-    if (a[0].is_static()) return a[0].value ? a[1] : a[2];
-    return a[1] == a[2] && infer::dim_known(a[1]) ? a[1] : Dim();
+  propagate_sym(ctx, {0, 1, 2}, [](const Elems& a) {
+    if (a[0].exact) return *a[0].exact ? a[1].d : a[2].d;
+    return a[1].d == a[2].d && infer::dim_known(a[1].d) ? a[1].d : Dim();
   });
 }
 
 enum class Cmp { kEqual, kLess, kGreater };
 
-// One element of a comparison operand: a dim (static or symbolic), or an exact constant that may
-// be negative (the symbolic data cannot hold -1, which reads as unknown).
-struct CmpElem {
-  Dim d;
-  std::optional<int64_t> exact;
-};
-
-std::optional<std::vector<CmpElem>> cmp_operand(InferContext& ctx, int i) {
-  std::vector<CmpElem> out;
-  if (const Tensor* t = ctx.in_const(i)) {
-    if (!(is_integer(t->dtype()) || t->dtype() == DataType::kBool) || t->rank() > 1 ||
-        t->numel() > static_cast<int64_t>(infer::kMaxSymData))
-      return std::nullopt;
-    for (int64_t v : t->to_int64_vector()) out.push_back({v >= 0 ? Dim(v) : Dim(), v});
-    return out;
-  }
-  auto d = infer::sym_data(ctx, i);
-  if (!d) return std::nullopt;
-  for (const Dim& x : *d)
-    out.push_back({x, x.is_static() ? std::optional<int64_t>(x.value) : std::nullopt});
-  return out;
-}
-
 // Comparison of two elements; a known dim is never negative, so it compares with a negative
 // constant even when symbolic.
-Dim compare_elems(Cmp op, const CmpElem& a, const CmpElem& b) {
+Dim compare_elems(Cmp op, const SymElem& a, const SymElem& b) {
   auto result = [](bool r) { return Dim(int64_t{r}); };
   if (a.exact && b.exact) {
     int64_t x = *a.exact, y = *b.exact;
@@ -177,17 +195,8 @@ InferFn compare(Cmp op) {
     infer::check_arity(ctx, 2, 2);
     infer::check_type(ctx, 0, op == Cmp::kEqual ? Types::kAny : Types::kNumeric);
     infer::check_same_type(ctx, 0, 1);
-    Shape out = broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)});
-    ctx.set_output(0, DataType::kBool, out);
-    if (!out.rank_known || out.rank() > 1 || ctx.in_shape(0).rank() > 1 || ctx.in_shape(1).rank() > 1) return;
-    auto a = cmp_operand(ctx, 0), b = cmp_operand(ctx, 1);
-    if (!a || !b) return;
-    size_t n = std::max(a->size(), b->size());
-    if ((a->size() != 1 && a->size() != n) || (b->size() != 1 && b->size() != n)) return;
-    std::vector<Dim> res;
-    for (size_t k = 0; k < n; ++k)
-      res.push_back(compare_elems(op, (*a)[a->size() == 1 ? 0 : k], (*b)[b->size() == 1 ? 0 : k]));
-    infer::set_sym(ctx, 0, std::move(res));
+    ctx.set_output(0, DataType::kBool, broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
+    propagate_sym(ctx, {0, 1}, [op](const Elems& a) { return compare_elems(op, a[0], a[1]); });
   };
 }
 
@@ -195,9 +204,7 @@ void infer_not(InferContext& ctx) {
   infer::check_arity(ctx, 1, 1);
   infer::check_type(ctx, 0, Types::kBool);
   ctx.set_output(0, DataType::kBool, ctx.in_shape(0));
-  propagate_sym(ctx, {0}, [](const std::vector<Dim>& a) {
-    return a[0].is_static() ? Dim(int64_t{a[0].value == 0}) : Dim();
-  });
+  propagate_sym(ctx, {0}, [](const Elems& a) { return a[0].exact ? Dim(int64_t{*a[0].exact == 0}) : Dim(); });
 }
 
 void infer_and(InferContext& ctx) {
@@ -205,10 +212,9 @@ void infer_and(InferContext& ctx) {
   infer::check_type(ctx, 0, Types::kBool);
   infer::check_type(ctx, 1, Types::kBool);
   ctx.set_output(0, DataType::kBool, broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
-  propagate_sym(ctx, {0, 1}, [](const std::vector<Dim>& a) {
-    if ((a[0].is_static() && a[0].value == 0) || (a[1].is_static() && a[1].value == 0))
-      return Dim(int64_t{0});
-    if (a[0].is_static() && a[1].is_static()) return Dim(int64_t{1});
+  propagate_sym(ctx, {0, 1}, [](const Elems& a) {
+    if ((a[0].exact && *a[0].exact == 0) || (a[1].exact && *a[1].exact == 0)) return Dim(int64_t{0});
+    if (exact2(a)) return Dim(int64_t{1});
     return Dim();
   });
 }
@@ -225,9 +231,10 @@ void infer_cast(InferContext& ctx) {
   ctx.set_output(0, t, ctx.in_shape(0));
   if (is_integer(t) || t == DataType::kBool) {
     bool to_bool = t == DataType::kBool;
-    propagate_sym(ctx, {0}, [to_bool](const std::vector<Dim>& a) {
-      if (!to_bool) return a[0];
-      return a[0].is_static() ? Dim(int64_t{a[0].value != 0}) : Dim();
+    propagate_sym(ctx, {0}, [to_bool](const Elems& a) {
+      if (!to_bool) return a[0].d;
+      if (a[0].exact) return Dim(int64_t{*a[0].exact != 0});
+      return Dim();
     });
   }
 }
@@ -266,7 +273,7 @@ void register_elementwise_ops(OpTable& t) {
   add(t, "Reciprocal", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "1 / X");
   add(t, "Exp", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "exp(X)");
   add(t, "Log", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "natural log of X");
-  add(t, "Neg", 13, unary(Types::kSignedNumeric), P::kFollow, true, kGrad, "-X");
+  add(t, "Neg", 13, infer_neg, P::kFollow, true, kGrad, "-X");
   add(t, "Abs", 13, unary(Types::kNumeric), P::kFollow, true, kGrad, "|X|");
   add(t, "Erf", 13, unary(Types::kNumeric), P::kFollow, true, kGrad, "error function of X");
   add(t, "Tanh", 13, unary(Types::kFloat), P::kFollow, true, kGrad, "tanh(X)");

@@ -161,9 +161,26 @@ void check_same_type(InferContext& ctx, int i, int j) {
                     " has type ", dtype_name(a), " (they must match)"));
 }
 
+std::optional<Tensor> const_tensor(InferContext& ctx, int i) {
+  if (!ctx.has_input(i)) return std::nullopt;
+  if (const Tensor* t = ctx.in_const(i)) return *t;
+  const Node* p = ctx.node().input(i)->producer();
+  if (!p || !p->domain().empty() || p->op_type() != "Constant") return std::nullopt;
+  if (const Attribute* a = p->find_attr("value"); a && a->kind() == Attribute::Kind::kTensor) return a->t();
+  if (const Attribute* a = p->find_attr("value_int"); a && a->kind() == Attribute::Kind::kInt)
+    return Tensor::scalar<int64_t>(a->i());
+  if (const Attribute* a = p->find_attr("value_ints"); a && a->kind() == Attribute::Kind::kInts)
+    return Tensor::from_vector<int64_t>({static_cast<int64_t>(a->ints().size())}, a->ints());
+  if (const Attribute* a = p->find_attr("value_float"); a && a->kind() == Attribute::Kind::kFloat)
+    return Tensor::scalar<float>(a->f());
+  if (const Attribute* a = p->find_attr("value_floats"); a && a->kind() == Attribute::Kind::kFloats)
+    return Tensor::from_vector<float>({static_cast<int64_t>(a->floats().size())}, a->floats());
+  return std::nullopt;
+}
+
 std::optional<std::vector<int64_t>> const_ints(InferContext& ctx, int i) {
   if (!ctx.has_input(i)) return std::nullopt;
-  if (const Tensor* t = ctx.in_const(i)) {
+  if (auto t = const_tensor(ctx, i)) {
     if (!is_integer(t->dtype()) && t->dtype() != DataType::kBool)
       ctx.error(str_cat(input_desc(ctx, i), " must be an integer tensor, got ", t->describe()));
     return t->to_int64_vector();
@@ -180,7 +197,7 @@ std::optional<std::vector<int64_t>> const_ints(InferContext& ctx, int i) {
 
 std::optional<std::vector<double>> const_doubles(InferContext& ctx, int i) {
   if (!ctx.has_input(i)) return std::nullopt;
-  const Tensor* t = ctx.in_const(i);
+  auto t = const_tensor(ctx, i);
   if (!t) {
     auto v = const_ints(ctx, i);
     if (!v) return std::nullopt;
@@ -194,15 +211,15 @@ std::optional<std::vector<double>> const_doubles(InferContext& ctx, int i) {
 std::optional<std::vector<Dim>> sym_data(InferContext& ctx, int i) {
   Value* v = ctx.node().input(i);
   if (!v) return std::nullopt;
-  if (v->dtype() == DataType::kBool) {
-    if (const Tensor* t = ctx.in_const(i)) {
-      if (t->rank() > 1 || t->numel() > static_cast<int64_t>(kMaxSymData)) return std::nullopt;
-      std::vector<Dim> out;
-      for (int64_t x : t->to_int64_vector()) out.emplace_back(x);
-      return out;
-    }
-    return v->sym_data();
+  if (auto t = const_tensor(ctx, i)) {
+    if (!(is_integer(t->dtype()) || t->dtype() == DataType::kBool) || t->rank() > 1 ||
+        t->numel() > static_cast<int64_t>(kMaxSymData))
+      return std::nullopt;
+    std::vector<Dim> out;
+    for (int64_t x : t->to_int64_vector()) out.emplace_back(x);
+    return out;
   }
+  if (v->dtype() == DataType::kBool) return v->sym_data();
   auto d = ctx.in_sym_data(i);
   if (d && d->size() > kMaxSymData) return std::nullopt;
   return d;

@@ -57,13 +57,17 @@ void check_type(InferContext& ctx, int i, Types allowed);
 void check_same_type(InferContext& ctx, int i, int j);
 
 // ---- constant and symbolic inputs --------------------------------------------------------------
+// Constant data of input i: an initializer that is not a parameter (ctx.in_const), or the
+// attribute of a Constant node producing it (Constant nodes are lifted only by canonicalize).
+std::optional<Tensor> const_tensor(InferContext& ctx, int i);
 // Integer contents of input i when fully known: constant data, or symbolic data whose entries are
 // all static.
 std::optional<std::vector<int64_t>> const_ints(InferContext& ctx, int i);
 // Float contents of a constant input.
 std::optional<std::vector<double>> const_doubles(InferContext& ctx, int i);
 // Known contents of an integer or bool input of at most kMaxSymData elements (constant or
-// propagated symbolic data).
+// propagated symbolic data). Negative constants read as unknown dims (Dim cannot hold them);
+// use const_tensor/const_ints where the exact values matter.
 std::optional<std::vector<Dim>> sym_data(InferContext& ctx, int i);
 // Length of a 1-D input whose dim 0 is static, else nullopt.
 std::optional<int64_t> static_length(InferContext& ctx, int i);

@@ -55,7 +55,7 @@ void infer_reshape(InferContext& ctx) {
   bool allowzero = ctx.node().opset() >= 14 && ctx.node().attr_i("allowzero", 0) != 0;
   enum Kind { kValue, kInfer, kUnknown };
   std::vector<std::pair<Kind, Dim>> target;
-  if (const Tensor* c = ctx.in_const(1)) {
+  if (auto c = infer::const_tensor(ctx, 1)) {
     for (int64_t v : c->to_int64_vector()) {
       if (v < -1) ctx.error(str_cat("shape entry ", v, " is invalid (entries must be >= -1)"));
       target.emplace_back(v == -1 ? kInfer : kValue, v == -1 ? Dim() : Dim(v));
@@ -287,7 +287,7 @@ void infer_split(InferContext& ctx) {
   std::vector<Dim> sizes;
   if (ctx.has_input(1)) {
     if (auto s = infer::sym_data(ctx, 1)) {
-      if (const Tensor* c = ctx.in_const(1))
+      if (auto c = infer::const_tensor(ctx, 1))
         for (int64_t v : c->to_int64_vector())
           if (v < 0) ctx.error(str_cat("split size ", v, " is negative"));
       sizes = *s;
@@ -458,7 +458,7 @@ void infer_expand(InferContext& ctx) {
   check_1d(ctx, 1, "shape");
   const Shape& x = ctx.in_shape(0);
   DataType t = ctx.in_dtype(0);
-  if (const Tensor* c = ctx.in_const(1))
+  if (auto c = infer::const_tensor(ctx, 1))
     for (int64_t v : c->to_int64_vector())
       if (v < 0) ctx.error(str_cat("shape entry ", v, " is negative"));
   if (auto target = infer::sym_data(ctx, 1)) {
@@ -597,7 +597,7 @@ void infer_constant_of_shape(InferContext& ctx) {
       ctx.error(str_cat("attribute 'value' must hold exactly one element, got ", va->t().describe()));
     t = va->t().dtype();
   }
-  if (const Tensor* c = ctx.in_const(0))
+  if (auto c = infer::const_tensor(ctx, 0))
     for (int64_t v : c->to_int64_vector())
       if (v < 0) ctx.error(str_cat("shape entry ", v, " is negative"));
   auto target = infer::sym_data(ctx, 0);

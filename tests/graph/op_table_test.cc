@@ -562,6 +562,32 @@ TEST(OpTableShape, ShapeArithmeticOnSymbolicData) {
   EXPECT_EQ(sym(b.op("Cast", {s}, 1, {{"to", 1}})), "none");
 }
 
+TEST(OpTableShape, ConstantNodesCountAsConstantInputs) {
+  // Before canonicalize lifts Constant nodes, their attributes still give exact values, -1 included.
+  Builder b(13);
+  Value* x = b.f32("x", S({"N", 16, 32}));
+  auto constant = [&](std::vector<int64_t> v) {
+    return b.op("Constant", {}, 1, {{"value", Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v)}})
+        ->output(0);
+  };
+  EXPECT_EQ(ty(b.op("Reshape", {x, constant({-1, 32})})), "f32[16*N,32]");
+  EXPECT_EQ(ty(b.op("ReduceSum", {x, constant({-1})}, 1, {{"keepdims", 0}})), "f32[N,16]");
+  // Layer-norm expansion: ConstantOfShape(Neg(axis)) gives as many 1s as reduced axes.
+  Node* neg = b.op("Neg", {constant({-2})});
+  EXPECT_EQ(sym(neg), "[2]");
+  Node* ones = b.op("ConstantOfShape", {neg->output(0)}, 1, {{"value", Tensor::from_vector<int64_t>({1}, {1})}});
+  EXPECT_EQ(ty(ones), "i64[2]");
+  EXPECT_EQ(sym(ones), "[1,1]");
+  Node* prefix = b.op("Slice", {b.op("Shape", {x})->output(0), constant({0}), constant({-2})});
+  EXPECT_EQ(sym(prefix), "[N]");
+  Node* cat = b.op("Concat", {prefix->output(0), ones->output(0)}, 1, {{"axis", 0}});
+  EXPECT_EQ(ty(b.op("Reshape", {b.f32("m", S({"N", 1})), cat->output(0)})), "f32[N,1,1]");
+  Node* add = b.op("Add", {constant({-1}), b.op("Size", {x})->output(0)});
+  EXPECT_EQ(sym(add), "[?]");  // 512*N - 1 has no Dim form
+  Node* add2 = b.op("Add", {constant({3}), constant({-1})});
+  EXPECT_EQ(sym(add2), "[2]");
+}
+
 TEST(OpTableShape, TransposeFlattenTileTrilu) {
   Builder b;
   Value* x = b.f32("x", S({"N", 3, 4, 5}));
