@@ -1,6 +1,174 @@
-// CPU kernel family (placeholder until its kernels land).
+// CPU kernels for MatMul (numpy semantics, batched, broadcasting) and Gemm, both over BLAS.
+#include <algorithm>
+#include <vector>
+
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/gemm.h"
 
 namespace otter {
-void register_cpu_matmul_kernels(KernelRegistry&) {}
+namespace {
+
+using cpu::gemm;
+
+// MatMul: 1-D operands are promoted (A: [K] -> [1,K], B: [K] -> [K,1]) and the added axis is
+// dropped from the result; batch axes broadcast as in numpy.
+class MatMulKernel : public Kernel {
+ public:
+  explicit MatMulKernel(const Node&) {}
+
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != b.dtype())
+      ctx.error(str_cat("inputs have different types ", a.describe(), " and ", b.describe()));
+    if (a.rank() == 0 || b.rank() == 0)
+      ctx.error(str_cat("MatMul needs operands of rank >= 1, got ", a.describe(), " and ", b.describe()));
+    OTTER_DISPATCH_FLOAT(a.dtype(), T, [&] { compute<T>(ctx, a, b); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx, const Tensor& a, const Tensor& b) {
+    std::vector<int64_t> ad = a.dims(), bd = b.dims();
+    const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+    if (a_vec) ad.insert(ad.begin(), 1);
+    if (b_vec) bd.push_back(1);
+    const int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
+    if (bd[bd.size() - 2] != k)
+      ctx.error(str_cat("inner dimensions differ: A ", a.describe(), " vs B ", b.describe()));
+
+    // Broadcast the batch axes (everything but the last two).
+    const std::vector<int64_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2);
+    const size_t rank = std::max(abatch.size(), bbatch.size());
+    std::vector<int64_t> obatch(rank), astr(rank, 0), bstr(rank, 0);
+    {
+      int64_t as = m * k, bs = k * n;
+      for (size_t i = 0; i < rank; ++i) {
+        const size_t r = rank - 1 - i;  // output axis, from the right
+        const int64_t da = i < abatch.size() ? abatch[abatch.size() - 1 - i] : 1;
+        const int64_t db = i < bbatch.size() ? bbatch[bbatch.size() - 1 - i] : 1;
+        if (da != db && da != 1 && db != 1)
+          ctx.error(str_cat("batch dimensions do not broadcast: A ", a.describe(), " vs B ", b.describe()));
+        obatch[r] = std::max(da, db);
+        if (da == 0 || db == 0) obatch[r] = 0;
+        astr[r] = da == 1 ? 0 : as;
+        bstr[r] = db == 1 ? 0 : bs;
+        as *= da;
+        bs *= db;
+      }
+    }
+    std::vector<int64_t> odims = obatch;
+    if (!a_vec) odims.push_back(m);
+    if (!b_vec) odims.push_back(n);
+    Tensor& y = ctx.allocate_output(0, DataTypeOf<T>::value, odims);
+    const int64_t nbatch = num_elements(obatch);
+    if (nbatch == 0 || m == 0 || n == 0) return;
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* py = y.data<T>();
+
+    // B without (effective) batch: fold A's batch into M and run one GEMM.
+    if (num_elements(bbatch) == 1) {
+      gemm<T>(false, false, nbatch * m, n, k, T(1), pa, pb, T(0), py);
+      return;
+    }
+    // Per-batch offsets into A and B.
+    a_off_.resize(nbatch);
+    b_off_.resize(nbatch);
+    std::vector<int64_t> idx(rank, 0);
+    for (int64_t t = 0; t < nbatch; ++t) {
+      int64_t oa = 0, ob = 0;
+      for (size_t r = 0; r < rank; ++r) { oa += idx[r] * astr[r]; ob += idx[r] * bstr[r]; }
+      a_off_[t] = oa;
+      b_off_[t] = ob;
+      for (size_t r = rank; r-- > 0;) {
+        if (++idx[r] < obatch[r]) break;
+        idx[r] = 0;
+      }
+    }
+    const int64_t mn = m * n;
+    if (cpu::gemm_is_small(m, n, k) && nbatch > 1) {
+      // BLAS runs these single-threaded: parallelise across the batch instead.
+#pragma omp parallel for schedule(static)
+      for (int64_t t = 0; t < nbatch; ++t)
+        gemm<T>(false, false, m, n, k, T(1), pa + a_off_[t], pb + b_off_[t], T(0), py + t * mn);
+    } else {
+      for (int64_t t = 0; t < nbatch; ++t)
+        gemm<T>(false, false, m, n, k, T(1), pa + a_off_[t], pb + b_off_[t], T(0), py + t * mn);
+    }
+  }
+
+  std::vector<int64_t> a_off_, b_off_;
+};
+
+// Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to [M, N].
+class GemmKernel : public Kernel {
+ public:
+  explicit GemmKernel(const Node& n)
+      : trans_a_(n.attr_i("transA", 0) != 0),
+        trans_b_(n.attr_i("transB", 0) != 0),
+        alpha_(n.attr_f("alpha", 1.0f)),
+        beta_(n.attr_f("beta", 1.0f)) {}
+
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    OTTER_DISPATCH_FLOAT(a.dtype(), T, [&] { compute<T>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.rank() != 2 || b.rank() != 2)
+      ctx.error(str_cat("Gemm needs 2-D A and B, got ", a.describe(), " and ", b.describe()));
+    if (b.dtype() != a.dtype()) ctx.error(str_cat("B has type ", b.describe(), ", A ", a.describe()));
+    const int64_t m = trans_a_ ? a.dim(1) : a.dim(0), k = trans_a_ ? a.dim(0) : a.dim(1);
+    const int64_t kb = trans_b_ ? b.dim(1) : b.dim(0), n = trans_b_ ? b.dim(0) : b.dim(1);
+    if (k != kb)
+      ctx.error(str_cat("inner dimensions differ: A ", a.describe(), (trans_a_ ? " (transA)" : ""),
+                        " vs B ", b.describe(), (trans_b_ ? " (transB)" : "")));
+    Tensor& y = ctx.allocate_output(0, DataTypeOf<T>::value, {m, n});
+    if (m == 0 || n == 0) return;
+    T* py = y.data<T>();
+    const T alpha = static_cast<T>(alpha_), beta = static_cast<T>(beta_);
+    T gemm_beta = T(0);
+    if (ctx.has_input(2) && beta != T(0)) {
+      const Tensor& c = ctx.input(2);
+      if (c.dtype() != a.dtype()) ctx.error(str_cat("C has type ", c.describe(), ", A ", a.describe()));
+      // Unidirectional broadcast of C to [m, n]: C's dims align right and are 1 or equal.
+      int64_t cm = 1, cn = 1;
+      if (c.rank() > 2) ctx.error(str_cat("C ", c.describe(), " has rank > 2"));
+      if (c.rank() >= 1) cn = c.dim(-1);
+      if (c.rank() == 2) cm = c.dim(0);
+      if ((cm != 1 && cm != m) || (cn != 1 && cn != n))
+        ctx.error(str_cat("C ", c.describe(), " does not broadcast to [", m, ",", n, "]"));
+      const T* pc = c.data<T>();
+      const int64_t rs = cm == 1 ? 0 : cn, cs = cn == 1 ? 0 : 1;
+#pragma omp parallel for schedule(static) if (m * n > 65536)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) py[i * n + j] = beta * pc[i * rs + j * cs];
+      gemm_beta = T(1);
+    }
+    gemm<T>(trans_a_, trans_b_, m, n, k, alpha, a.data<T>(), b.data<T>(), gemm_beta, py);
+  }
+
+  bool trans_a_, trans_b_;
+  float alpha_, beta_;
+};
+
+template <class K>
+KernelFactory factory() {
+  return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n); };
+}
+
+}  // namespace
+
+void register_cpu_matmul_kernels(KernelRegistry& r) {
+  const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
+  r.add({"", "MatMul", 9, 1 << 30, DeviceType::kCpu, kFloats, nullptr, factory<MatMulKernel>()});
+  r.add({"", "Gemm", 11, 1 << 30, DeviceType::kCpu, kFloats, nullptr, factory<GemmKernel>()});
+}
+
 }  // namespace otter
