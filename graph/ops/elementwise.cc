@@ -12,27 +12,7 @@ namespace {
 
 using infer::Types;
 
-// One element of an operand's known contents: a dim (static or symbolic), plus the exact value
-// where it is a constant or static (constants may be negative, which a Dim cannot hold).
-struct SymElem {
-  Dim d;
-  std::optional<int64_t> exact;
-};
-
-std::optional<std::vector<SymElem>> sym_operand(InferContext& ctx, int i) {
-  std::vector<SymElem> out;
-  if (auto t = infer::const_tensor(ctx, i)) {
-    if (!(is_integer(t->dtype()) || t->dtype() == DataType::kBool) || t->rank() > 1 ||
-        t->numel() > static_cast<int64_t>(infer::kMaxSymData))
-      return std::nullopt;
-    for (int64_t v : t->to_int64_vector()) out.push_back({v >= 0 ? Dim(v) : Dim(), v});
-    return out;
-  }
-  auto d = infer::sym_data(ctx, i);
-  if (!d) return std::nullopt;
-  for (const Dim& x : *d) out.push_back({x, x.is_static() ? std::optional<int64_t>(x.value) : std::nullopt});
-  return out;
-}
+using infer::SymElem;
 
 Dim nonneg(int64_t v) { return v >= 0 ? Dim(v) : Dim(); }
 using Elems = std::vector<SymElem>;
@@ -48,7 +28,7 @@ void propagate_sym(InferContext& ctx, const std::vector<int>& ins, F f) {
   size_t n = 1;
   for (int i : ins) {
     if (ctx.in_shape(i).rank() > 1) return;
-    auto d = sym_operand(ctx, i);
+    auto d = infer::sym_elems(ctx, i);
     if (!d) return;
     if (d->size() != 1) {
       if (n != 1 && n != d->size()) return;

@@ -225,6 +225,22 @@ std::optional<std::vector<Dim>> sym_data(InferContext& ctx, int i) {
   return d;
 }
 
+std::optional<std::vector<SymElem>> sym_elems(InferContext& ctx, int i) {
+  if (!ctx.has_input(i)) return std::nullopt;
+  std::vector<SymElem> out;
+  if (auto t = const_tensor(ctx, i)) {
+    if (!(is_integer(t->dtype()) || t->dtype() == DataType::kBool) || t->rank() > 1 ||
+        t->numel() > static_cast<int64_t>(kMaxSymData))
+      return std::nullopt;
+    for (int64_t v : t->to_int64_vector()) out.push_back({v >= 0 ? Dim(v) : Dim(), v});
+    return out;
+  }
+  auto d = sym_data(ctx, i);
+  if (!d) return std::nullopt;
+  for (const Dim& x : *d) out.push_back({x, x.is_static() ? std::optional<int64_t>(x.value) : std::nullopt});
+  return out;
+}
+
 std::optional<int64_t> static_length(InferContext& ctx, int i) {
   if (!ctx.has_input(i)) return std::nullopt;
   const Shape& s = ctx.in_shape(i);

@@ -69,6 +69,14 @@ std::optional<std::vector<double>> const_doubles(InferContext& ctx, int i);
 // propagated symbolic data). Negative constants read as unknown dims (Dim cannot hold them);
 // use const_tensor/const_ints where the exact values matter.
 std::optional<std::vector<Dim>> sym_data(InferContext& ctx, int i);
+// One element of an integer input's known contents: a dim (static or symbolic; unknown when
+// neither), plus the exact value where it is a constant or static (constants may be negative).
+struct SymElem {
+  Dim d;
+  std::optional<int64_t> exact;
+};
+// Elements of a constant or symbolically known integer/bool input of rank <= 1.
+std::optional<std::vector<SymElem>> sym_elems(InferContext& ctx, int i);
 // Length of a 1-D input whose dim 0 is static, else nullopt.
 std::optional<int64_t> static_length(InferContext& ctx, int i);
 // Sets output i's symbolic data when it is small enough to track.

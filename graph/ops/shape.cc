@@ -390,25 +390,32 @@ void infer_slice(InferContext& ctx) {
   if (steps)
     for (int64_t s : *steps)
       if (s == 0) ctx.error("'steps' contains 0");
-  if (!starts || !ends || !steps) {
+  // Starts/ends may be symbolic (x[:T] with T from Shape): elements with exact values or dims.
+  auto st_e = infer::sym_elems(ctx, 1);
+  auto en_e = infer::sym_elems(ctx, 2);
+  if (!st_e || !en_e || !steps || st_e->size() != ax.size() || en_e->size() != ax.size()) {
     for (int64_t a : ax) out[a] = Dim();
     return ctx.set_output(0, t, Shape(out));
   }
   constexpr int64_t kBig = std::numeric_limits<int32_t>::max();
   for (size_t k = 0; k < ax.size(); ++k) {
-    int64_t a = ax[k], st = (*starts)[k], en = (*ends)[k], sp = (*steps)[k];
+    int64_t a = ax[k], sp = (*steps)[k];
+    const infer::SymElem& se = (*st_e)[k];
+    const infer::SymElem& ee = (*en_e)[k];
     const Dim& d = x.dims[a];
-    if (d.is_static()) {
-      out[a] = Dim(slice_range(st, en, sp, d.value).len);
-    } else {
-      bool full_fwd = sp == 1 && st == 0 && en >= kBig;
-      bool full_bwd = sp == -1 && (st == -1 || st >= kBig) && en <= -kBig;
-      out[a] = full_fwd || full_bwd ? d : Dim();
+    if (se.exact && ee.exact && d.is_static()) {
+      out[a] = Dim(slice_range(*se.exact, *ee.exact, sp, d.value).len);
+      continue;
     }
+    bool from_zero = se.exact && *se.exact == 0;
+    bool to_end = (ee.exact && *ee.exact >= kBig) || (infer::dim_known(d) && ee.d == d);
+    bool full_fwd = sp == 1 && from_zero && to_end;
+    bool full_bwd = sp == -1 && se.exact && (*se.exact == -1 || *se.exact >= kBig) && ee.exact && *ee.exact <= -kBig;
+    out[a] = full_fwd || full_bwd ? d : Dim();
   }
   ctx.set_output(0, t, Shape(out));
   // Slicing a known 1-D shape vector (shape[2:], shape[:-1], ...).
-  if (r == 1 && ax.size() == 1) {
+  if (r == 1 && ax.size() == 1 && starts && ends) {
     auto data = infer::sym_data(ctx, 0);
     if (!data) return;
     SliceRange s = slice_range((*starts)[0], (*ends)[0], (*steps)[0], static_cast<int64_t>(data->size()));

@@ -529,6 +529,12 @@ TEST(OpTableShape, ShapeArithmeticOnSymbolicData) {
   EXPECT_EQ(sym(size), "[10*B*T]");
   Node* gv = b.op("Gather", {s, b.ints("idx", {2, 0})});
   EXPECT_EQ(sym(gv), "[10,B]");
+  // mask[:T, :T] with T from the shape: the symbolic end equals the dim.
+  Value* tvec = b.op("Unsqueeze", {tdim, b.ints("a3", {0})})->output(0);
+  Node* mask = b.op("Slice", {b.f32("mask", S({"T", "T"})), b.ints("z0", {0}), tvec, b.ints("ax0", {0})});
+  EXPECT_EQ(ty(mask), "f32[T,T]");
+  Node* mask2 = b.op("Slice", {b.f32("mask2", S({"T", 64})), b.ints("z1", {0}), tvec, b.ints("ax1", {1})});
+  EXPECT_EQ(ty(mask2), "f32[T,?]");  // min(T, 64)
   // Shape-driven constructors.
   EXPECT_EQ(ty(b.op("ConstantOfShape", {s})), "f32[B,T,10]");
   EXPECT_EQ(ty(b.op("Expand", {b.f32("row", S({1, 10})), s})), "f32[B,T,10]");
