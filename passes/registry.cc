@@ -2,6 +2,7 @@
 #include "passes/add_loss.h"
 #include "passes/autodiff.h"
 #include "passes/canonicalize.h"
+#include "passes/eval_mode.h"
 #include "passes/grad_accumulation.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
@@ -12,6 +13,7 @@ void register_all_passes(PassRegistry& r) {
   // Order of the training pipeline (see default-train in a later pass): canonicalize first so the
   // later passes see static shapes; the loss before autodiff, which differentiates it.
   r.add("canonicalize", [] { return std::make_unique<CanonicalizePass>(); });
+  r.add("eval-mode", [] { return std::make_unique<EvalModePass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });

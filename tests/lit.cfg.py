@@ -6,7 +6,7 @@ config.name = "otter"
 config.test_format = lit.formats.ShTest(True)
 config.suffixes = [".onnxtxt", ".test"]
 config.test_source_root = os.path.join(config.otter_source_dir, "tests")
-config.test_exec_root = os.path.join(os.path.dirname(config.filecheck), "..")  # unused output dir
+config.test_exec_root = os.path.join(config.otter_binary_dir, "tests", "lit-out")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py"]
 config.substitutions.append(("%otter-opt", os.path.join(config.otter_tools_dir, "otter-opt")))
 config.substitutions.append(("%otter-train", os.path.join(config.otter_tools_dir, "otter-train")))

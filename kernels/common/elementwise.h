@@ -220,4 +220,15 @@ OTTER_HD To convert_value(From v) {
   }
 }
 
+// Double to float rounded to odd (truncate, then set the last bit when inexact). Rounding that
+// float to half or bfloat16 with round-to-nearest-even then equals rounding the double directly,
+// which a plain double -> float -> half chain does not (it can create a false tie).
+OTTER_HD float double_to_float_round_odd(double d) {
+  float f = static_cast<float>(d);
+  if (static_cast<double>(f) == d || !(d == d)) return f;
+  uint32_t u = float_bits(f);
+  if (math::abs(static_cast<double>(f)) > math::abs(d)) u -= 1;  // step back toward zero
+  return bits_float(u | 1u);
+}
+
 }  // namespace otter

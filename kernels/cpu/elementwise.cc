@@ -1,6 +1,416 @@
-// CPU kernel family (placeholder until its kernels land).
+// CPU element-wise kernels: arithmetic, activations, comparisons, logic, Where and Cast, with numpy
+// broadcasting; the per-element math is the shared functors of kernels/common/elementwise.h.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/common/elementwise.h"
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace otter {
-void register_cpu_elementwise_kernels(KernelRegistry&) {}
+namespace {
+
+using cpu::compute_t;
+using cpu::load;
+using cpu::store;
+
+constexpr int kFirstOpset = 13;
+constexpr int kLastOpset = 21;
+
+const std::vector<DataType> kFloatTypes = {DataType::kFloat32, DataType::kFloat64,
+                                           DataType::kFloat16, DataType::kBFloat16};
+const std::vector<DataType> kNumericTypes = {DataType::kFloat32, DataType::kFloat64,
+                                             DataType::kFloat16, DataType::kBFloat16,
+                                             DataType::kInt64,   DataType::kInt32,
+                                             DataType::kInt8,    DataType::kUInt8};
+const std::vector<DataType> kBoolTypes = {DataType::kBool};
+
+// Which storage types a kernel instantiates its functor for.
+enum class TypeSet { kFloat, kNumeric, kAll, kBool };
+
+template <TypeSet Set, typename F>
+decltype(auto) visit_set(DataType t, F&& f) {
+  if constexpr (Set == TypeSet::kFloat) return cpu::visit_float(t, std::forward<F>(f));
+  else if constexpr (Set == TypeSet::kNumeric) return cpu::visit_numeric(t, std::forward<F>(f));
+  else if constexpr (Set == TypeSet::kAll) return cpu::visit_all(t, std::forward<F>(f));
+  else {
+    OTTER_CHECK(t == DataType::kBool, "expected bool, got ", dtype_name(t));
+    return f(cpu::Tag<bool>{});
+  }
+}
+
+std::vector<int64_t> broadcast_or_fail(const KernelContext& ctx,
+                                       const std::vector<const std::vector<int64_t>*>& shapes) {
+  std::vector<int64_t> out;
+  if (!cpu::broadcast_dims(shapes, &out))
+    ctx.error(str_cat("cannot broadcast shapes ", cpu::shapes_to_string(shapes)));
+  return out;
+}
+
+void check_same_dtype(const KernelContext& ctx, int i, int j) {
+  if (ctx.input(i).dtype() != ctx.input(j).dtype())
+    ctx.error(str_cat("input ", j, " is ", dtype_name(ctx.input(j).dtype()), " but input ", i,
+                      " is ", dtype_name(ctx.input(i).dtype())));
+}
+
+// out[i] = f(a[ia], b[ib]) over the broadcast of a and b onto out.dims(); Out is the storage type
+// of the output. Inner runs are specialised by which operand moves, so they vectorise.
+template <typename S, typename Out, typename F>
+void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
+  if (out.numel() == 0) return;
+  cpu::BroadcastPlan<2> plan({&a.dims(), &b.dims()}, out.dims());
+  const S* pa = static_cast<const S*>(a.raw());
+  const S* pb = static_cast<const S*>(b.raw());
+  Out* po = static_cast<Out*>(out.raw());
+  const auto st = plan.inner_strides();
+  plan.for_each_run([&](int64_t o, const std::array<int64_t, 2>& offs, int64_t len) {
+    const S* x = pa + offs[0];
+    const S* y = pb + offs[1];
+    Out* z = po + o;
+    if (st[0] == 1 && st[1] == 1) {
+      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), load(y[j])));
+    } else if (st[0] == 1) {
+      const auto yv = load(y[0]);
+      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), yv));
+    } else if (st[1] == 1) {
+      const auto xv = load(x[0]);
+      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(xv, load(y[j])));
+    } else {
+      const Out v = store<Out>(f(load(x[0]), load(y[0])));
+      for (int64_t j = 0; j < len; ++j) z[j] = v;
+    }
+  });
+}
+
+template <typename S, typename Out, typename F>
+void unary_loop(const Tensor& a, Tensor& out, F f, int64_t cost) {
+  const S* x = static_cast<const S*>(a.raw());
+  Out* z = static_cast<Out*>(out.raw());
+  cpu::parallel_ranges(a.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t j = b; j < e; ++j) z[j] = store<Out>(f(load(x[j])));
+  }, cost);
+}
+
+// Rejects integer division by zero before any element is computed.
+template <typename S>
+void check_no_zero_divisor(const KernelContext& ctx, const Tensor& b) {
+  if constexpr (std::is_integral_v<S> && !std::is_same_v<S, bool>) {
+    const S* p = b.data<S>();
+    for (int64_t i = 0; i < b.numel(); ++i)
+      if (p[i] == 0) ctx.error(str_cat("integer division by zero (divisor element ", i, ")"));
+  }
+}
+
+// ---- binary ops: arithmetic (output type = input type) and comparisons (bool output) ------------
+template <typename F, TypeSet Set, bool kBoolOut>
+class BinaryKernel : public Kernel {
+ public:
+  explicit BinaryKernel(F f = F{}) : f_(f) {}
+  void run(KernelContext& ctx) override {
+    check_same_dtype(ctx, 0, 1);
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    auto dims = broadcast_or_fail(ctx, {&a.dims(), &b.dims()});
+    visit_set<Set>(a.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<F, DivOp>) check_no_zero_divisor<S>(ctx, b);
+      if constexpr (kBoolOut) {
+        Tensor& out = ctx.allocate_output(0, DataType::kBool, dims);
+        binary_loop<S, bool>(a, b, out, f_);
+      } else {
+        Tensor& out = ctx.allocate_output(0, a.dtype(), dims);
+        binary_loop<S, S>(a, b, out, f_);
+      }
+    });
+  }
+
+ private:
+  F f_;
+};
+
+template <typename F, TypeSet Set>
+class UnaryKernel : public Kernel {
+ public:
+  explicit UnaryKernel(F f = F{}, int64_t cost = 1) : f_(f), cost_(cost) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    visit_set<Set>(a.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      Tensor& out = ctx.allocate_output(0, a.dtype(), a.dims());
+      unary_loop<S, S>(a, out, f_, cost_);
+    });
+  }
+
+ private:
+  F f_;
+  int64_t cost_;
+};
+
+// Sum / Mean / Min / Max over any number of broadcast inputs: folded pairwise into the output.
+template <typename F, TypeSet Set>
+class VariadicKernel : public Kernel {
+ public:
+  explicit VariadicKernel(bool mean = false) : mean_(mean) {}
+  void run(KernelContext& ctx) override {
+    int n = ctx.num_inputs();
+    if (n < 1) ctx.error("needs at least one input");
+    std::vector<const std::vector<int64_t>*> shapes;
+    for (int i = 0; i < n; ++i) {
+      check_same_dtype(ctx, 0, i);
+      shapes.push_back(&ctx.input(i).dims());
+    }
+    auto dims = broadcast_or_fail(ctx, shapes);
+    const Tensor& a = ctx.input(0);
+    visit_set<Set>(a.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      Tensor& out = ctx.allocate_output(0, a.dtype(), dims);
+      if (n == 1) {
+        // Broadcast a onto itself: a plain copy (out has a's dims).
+        if (out.raw() != a.raw() && a.nbytes()) std::memcpy(out.raw(), a.raw(), a.nbytes());
+      } else {
+        binary_loop<S, S>(a, ctx.input(1), out, F{});
+        for (int i = 2; i < n; ++i) binary_loop<S, S>(out, ctx.input(i), out, F{});
+      }
+      if constexpr (std::is_floating_point_v<compute_t<S>>) {
+        if (mean_) {
+          compute_t<S> inv = compute_t<S>(1) / static_cast<compute_t<S>>(n);
+          S* p = out.data<S>();
+          cpu::parallel_ranges(out.numel(), [&](int64_t b, int64_t e) {
+            for (int64_t j = b; j < e; ++j) p[j] = store<S>(load(p[j]) * inv);
+          });
+        }
+      }
+    });
+  }
+
+ private:
+  bool mean_;
+};
+
+// ---- Cast ---------------------------------------------------------------------------------------
+template <typename D, typename S>
+inline D cast_one(S v) {
+  if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
+    if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16> || std::is_same_v<S, float> ||
+                  std::is_same_v<S, bool> || std::is_same_v<S, int8_t> || std::is_same_v<S, uint8_t>) {
+      return store<D>(static_cast<float>(load(v)));  // exact in float, one rounding
+    } else {
+      return store<D>(double_to_float_round_odd(static_cast<double>(v)));
+    }
+  } else {
+    return convert_value<D>(load(v));
+  }
+}
+
+Tensor& cast_into(const Tensor& src, Tensor& dst) {
+  if (src.dtype() == dst.dtype()) {
+    if (src.nbytes() && src.raw() != dst.raw()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return dst;
+  }
+  cpu::visit_all(src.dtype(), [&](auto st) {
+    using S = typename decltype(st)::type;
+    cpu::visit_all(dst.dtype(), [&](auto dt) {
+      using D = typename decltype(dt)::type;
+      const S* x = static_cast<const S*>(src.raw());
+      D* z = static_cast<D*>(dst.raw());
+      cpu::parallel_ranges(src.numel(), [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) z[j] = cast_one<D>(x[j]);
+      });
+    });
+  });
+  return dst;
+}
+
+Tensor cast_tensor(const Tensor& src, DataType to) {
+  Tensor t(to, src.dims());
+  cast_into(src, t);
+  return t;
+}
+
+class CastKernel : public Kernel {
+ public:
+  explicit CastKernel(const Node& n) {
+    int64_t code = n.attr_i("to", -1);
+    to_ = dtype_from_onnx(static_cast<int>(code));
+    if (to_ == DataType::kUndefined)
+      fail(n.describe(), ": Cast to unsupported type ", onnx_dtype_name(static_cast<int>(code)));
+  }
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    cast_into(a, ctx.allocate_output(0, to_, a.dims()));
+  }
+
+ private:
+  DataType to_;
+};
+
+// ---- Pow: the exponent may have another type than the base ---------------------------------------
+class PowKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    auto dims = broadcast_or_fail(ctx, {&a.dims(), &b.dims()});
+    if (a.dtype() == b.dtype()) {
+      cpu::visit_numeric(a.dtype(), [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        binary_loop<S, S>(a, b, ctx.allocate_output(0, a.dtype(), dims), PowOp{});
+      });
+    } else if (is_float(a.dtype())) {  // float base, other exponent: exponent in the base type
+      if (!is_float(b.dtype()) && !is_integer(b.dtype()))
+        ctx.error(str_cat("unsupported exponent type ", dtype_name(b.dtype())));
+      Tensor e = cast_tensor(b, a.dtype());
+      cpu::visit_float(a.dtype(), [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        binary_loop<S, S>(a, e, ctx.allocate_output(0, a.dtype(), dims), PowOp{});
+      });
+    } else if (is_integer(a.dtype()) && (is_float(b.dtype()) || is_integer(b.dtype()))) {
+      // Integer base: integer exponent by squaring in int64, float exponent in double.
+      DataType wide = is_float(b.dtype()) ? DataType::kFloat64 : DataType::kInt64;
+      Tensor x = cast_tensor(a, wide), e = cast_tensor(b, wide), r(wide, dims);
+      cpu::visit_numeric(wide, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        binary_loop<S, S>(x, e, r, PowOp{});
+      });
+      cast_into(r, ctx.allocate_output(0, a.dtype(), dims));
+    } else {
+      ctx.error(str_cat("unsupported types ", dtype_name(a.dtype()), " ^ ", dtype_name(b.dtype())));
+    }
+  }
+};
+
+// ---- Clip: optional scalar min / max inputs -----------------------------------------------------
+class ClipKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    for (int i = 1; i <= 2; ++i) {
+      if (!ctx.has_input(i)) continue;
+      check_same_dtype(ctx, 0, i);
+      if (ctx.input(i).numel() != 1)
+        ctx.error(str_cat("input ", i, (i == 1 ? " (min)" : " (max)"), " must be a scalar, got ",
+                          ctx.input(i).describe()));
+    }
+    cpu::visit_numeric(a.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      using C = compute_t<S>;
+      ClipOp<C> op{std::numeric_limits<C>::lowest(), std::numeric_limits<C>::max()};
+      if constexpr (std::is_floating_point_v<C>) {
+        op.lo = -std::numeric_limits<C>::infinity();
+        op.hi = std::numeric_limits<C>::infinity();
+      }
+      if (ctx.has_input(1)) op.lo = load(ctx.input(1).data<S>()[0]);
+      if (ctx.has_input(2)) op.hi = load(ctx.input(2).data<S>()[0]);
+      unary_loop<S, S>(a, ctx.allocate_output(0, a.dtype(), a.dims()), op, 1);
+    });
+  }
+};
+
+// ---- Where(cond, x, y) ------------------------------------------------------------------------
+class WhereKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) override {
+    const Tensor& c = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& y = ctx.input(2);
+    if (c.dtype() != DataType::kBool) ctx.error(str_cat("condition must be bool, got ", c.describe()));
+    check_same_dtype(ctx, 1, 2);
+    auto dims = broadcast_or_fail(ctx, {&c.dims(), &x.dims(), &y.dims()});
+    Tensor& out = ctx.allocate_output(0, x.dtype(), dims);
+    if (out.numel() == 0) return;
+    cpu::BroadcastPlan<3> plan({&c.dims(), &x.dims(), &y.dims()}, dims);
+    const auto st = plan.inner_strides();
+    OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
+      const bool* pc = c.data<bool>();
+      const T* px = static_cast<const T*>(x.raw());
+      const T* py = static_cast<const T*>(y.raw());
+      T* po = static_cast<T*>(out.raw());
+      plan.for_each_run([&](int64_t o, const std::array<int64_t, 3>& offs, int64_t len) {
+        const bool* cc = pc + offs[0];
+        const T* xx = px + offs[1];
+        const T* yy = py + offs[2];
+        T* z = po + o;
+        for (int64_t j = 0; j < len; ++j)
+          z[j] = cc[j * st[0]] ? xx[j * st[1]] : yy[j * st[2]];
+      });
+    });
+  }
+};
+
+// ---- registration -------------------------------------------------------------------------------
+void add(KernelRegistry& r, const char* op, std::vector<DataType> types, KernelFactory f,
+         int since = kFirstOpset) {
+  KernelDef d;
+  d.op_type = op;
+  d.since_version = since;
+  d.until_version = kLastOpset;
+  d.dtypes = std::move(types);
+  d.create = std::move(f);
+  r.add(std::move(d));
+}
+
+template <typename K, typename... Args>
+KernelFactory make(Args... args) {
+  return [=](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<K>(args...); };
+}
+
+template <typename F, TypeSet Set>
+KernelFactory unary(int64_t cost = 8) {
+  return make<UnaryKernel<F, Set>>(F{}, cost);
+}
+
+}  // namespace
+
+void register_cpu_elementwise_kernels(KernelRegistry& r) {
+  using TS = TypeSet;
+  // Arithmetic with broadcasting.
+  add(r, "Add", kNumericTypes, make<BinaryKernel<AddOp, TS::kNumeric, false>>());
+  add(r, "Sub", kNumericTypes, make<BinaryKernel<SubOp, TS::kNumeric, false>>());
+  add(r, "Mul", kNumericTypes, make<BinaryKernel<MulOp, TS::kNumeric, false>>());
+  add(r, "Div", kNumericTypes, make<BinaryKernel<DivOp, TS::kNumeric, false>>());
+  add(r, "Pow", kNumericTypes, make<PowKernel>());
+  // Variadic.
+  add(r, "Sum", kNumericTypes, make<VariadicKernel<AddOp, TS::kNumeric>>(false));
+  add(r, "Mean", kFloatTypes, make<VariadicKernel<AddOp, TS::kFloat>>(true));
+  add(r, "Min", kNumericTypes, make<VariadicKernel<MinOp, TS::kNumeric>>(false));
+  add(r, "Max", kNumericTypes, make<VariadicKernel<MaxOp, TS::kNumeric>>(false));
+  // Unary math.
+  add(r, "Neg", kNumericTypes, unary<NegOp, TS::kNumeric>(1));
+  add(r, "Abs", kNumericTypes, unary<AbsOp, TS::kNumeric>(1));
+  add(r, "Relu", kNumericTypes, unary<ReluOp, TS::kNumeric>(1));
+  add(r, "Sqrt", kFloatTypes, unary<SqrtOp, TS::kFloat>(2));
+  add(r, "Reciprocal", kFloatTypes, unary<ReciprocalOp, TS::kFloat>(2));
+  add(r, "Exp", kFloatTypes, unary<ExpOp, TS::kFloat>());
+  add(r, "Log", kFloatTypes, unary<LogOp, TS::kFloat>());
+  add(r, "Erf", kFloatTypes, unary<ErfOp, TS::kFloat>());
+  add(r, "Tanh", kFloatTypes, unary<TanhOp, TS::kFloat>());
+  add(r, "Sigmoid", kFloatTypes, unary<SigmoidOp, TS::kFloat>());
+  add(r, "Softplus", kFloatTypes, unary<SoftplusOp, TS::kFloat>());
+  add(r, "LeakyRelu", kFloatTypes, [](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<UnaryKernel<LeakyReluOp, TS::kFloat>>(LeakyReluOp{n.attr_f("alpha", 0.01f)}, 1);
+  });
+  add(r, "Gelu", kFloatTypes, [](const Node& n) -> std::unique_ptr<Kernel> {
+    std::string approx = n.attr_s("approximate", "none");
+    if (approx != "none" && approx != "tanh")
+      fail(n.describe(), ": attribute 'approximate' must be 'none' or 'tanh', got '", approx, "'");
+    return std::make_unique<UnaryKernel<GeluOp, TS::kFloat>>(GeluOp{approx == "tanh"}, 8);
+  }, 20);
+  add(r, "Clip", kNumericTypes, make<ClipKernel>());
+  // Comparisons and logic.
+  add(r, "Equal", {}, make<BinaryKernel<EqualOp, TS::kAll, true>>());
+  add(r, "Less", kNumericTypes, make<BinaryKernel<LessOp, TS::kNumeric, true>>());
+  add(r, "LessOrEqual", kNumericTypes, make<BinaryKernel<LessOrEqualOp, TS::kNumeric, true>>());
+  add(r, "Greater", kNumericTypes, make<BinaryKernel<GreaterOp, TS::kNumeric, true>>());
+  add(r, "GreaterOrEqual", kNumericTypes, make<BinaryKernel<GreaterOrEqualOp, TS::kNumeric, true>>());
+  add(r, "And", kBoolTypes, make<BinaryKernel<AndOp, TS::kBool, true>>());
+  add(r, "Or", kBoolTypes, make<BinaryKernel<OrOp, TS::kBool, true>>());
+  add(r, "Xor", kBoolTypes, make<BinaryKernel<XorOp, TS::kBool, true>>());
+  add(r, "Not", kBoolTypes, make<UnaryKernel<NotOp, TS::kBool>>(NotOp{}, int64_t{1}));
+  // Selection and conversion.
+  add(r, "Where", {}, make<WhereKernel>());
+  add(r, "Cast", {}, [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<CastKernel>(n); });
+}
+
 }  // namespace otter

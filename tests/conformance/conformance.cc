@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <set>
@@ -38,6 +39,30 @@ struct Outcome {
   std::string status;  // passed, failed, unsupported, excluded
   std::string detail;
 };
+
+// Reads a test tensor for a graph value. ONNX's generator stored bfloat16 test tensors with the
+// data type UINT16 (raw bits); where the graph value is bfloat16 those bits are taken as bfloat16.
+Tensor read_test_tensor(const fs::path& p, const Value* v) {
+  onnx::TensorProto proto;
+  {
+    std::ifstream in(p, std::ios::binary);
+    OTTER_CHECK(in && proto.ParseFromIstream(&in), "cannot parse tensor file ", p.string());
+  }
+  if (proto.data_type() == onnx::TensorProto::UINT16 && v->dtype() == DataType::kBFloat16) {
+    std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
+    Tensor t(DataType::kBFloat16, dims);
+    auto* bits = static_cast<uint16_t*>(t.raw());
+    if (!proto.raw_data().empty()) {
+      OTTER_CHECK(proto.raw_data().size() == t.nbytes(), p.string(), ": raw_data size mismatch");
+      std::memcpy(bits, proto.raw_data().data(), t.nbytes());
+    } else {
+      OTTER_CHECK(proto.int32_data_size() == t.numel(), p.string(), ": int32_data size mismatch");
+      for (int64_t i = 0; i < t.numel(); ++i) bits[i] = static_cast<uint16_t>(proto.int32_data(static_cast<int>(i)));
+    }
+    return t;
+  }
+  return read_tensor_pb_file(p.string());
+}
 
 bool close_enough(const Tensor& got, const Tensor& want, std::string* why) {
   if (got.dtype() != want.dtype()) {
@@ -85,7 +110,11 @@ Outcome run_test(const fs::path& dir) {
     for (size_t i = 0; i < g->inputs().size(); ++i) {
       fs::path p = set / str_cat("input_", i, ".pb");
       if (!fs::exists(p)) return {"failed", str_cat("missing ", p.string())};
-      feeds[g->inputs()[i]->name()] = read_tensor_pb_file(p.string());
+      try {
+        feeds[g->inputs()[i]->name()] = read_test_tensor(p, g->inputs()[i]);
+      } catch (const Error& e) {
+        return {"unsupported", e.what()};
+      }
     }
     std::map<std::string, Tensor> out;
     try {
@@ -96,7 +125,12 @@ Outcome run_test(const fs::path& dir) {
     for (size_t i = 0; i < g->outputs().size(); ++i) {
       fs::path p = set / str_cat("output_", i, ".pb");
       if (!fs::exists(p)) continue;
-      Tensor want = read_tensor_pb_file(p.string());
+      Tensor want;
+      try {
+        want = read_test_tensor(p, g->outputs()[i]);
+      } catch (const Error& e) {
+        return {"unsupported", e.what()};
+      }
       std::string why;
       if (!close_enough(out.at(g->outputs()[i]->name()), want, &why))
         return {"failed", str_cat(set.filename().string(), " output '", g->outputs()[i]->name(), "': ", why)};
