@@ -24,12 +24,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Model files too large to commit (ResNet-18 and its references), made from the committed scripts.
+if [ ! -f models/resnet18/resnet18.onnx ] || [ ! -f models/resnet18/resnet18_forward_ref.npz ]; then
+  echo "setup: exporting ResNet-18 (models/export_models.py --only resnet18)"
+  /usr/bin/python3 models/export_models.py --only resnet18 >/dev/null
+  /usr/bin/python3 models/make_forward_refs.py --only resnet18 >/dev/null
+fi
+
 build_dir=${OTTER_BUILD_DIR:-build}
+mkdir -p "$build_dir"
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths below the checkout are hashed relative to it, so worktrees and fresh clones share hits.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 jobs=$(nproc)
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE="${OTTER_BUILD_TYPE:-Release}" \
   -DOTTER_CUDA="${OTTER_CUDA:-AUTO}" \
-  -DPython3_EXECUTABLE=/usr/bin/python3 >"$build_dir.configure.log" 2>&1 || { cat "$build_dir.configure.log"; exit 1; }
-grep -A12 "otter configuration" "$build_dir.configure.log" | sed 's/^-- //'
+  -DPython3_EXECUTABLE=/usr/bin/python3 >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log"; exit 1; }
+grep -A12 "otter configuration" "$build_dir/configure.log" | sed 's/^-- //'
 ninja -C "$build_dir" -j"$jobs"
