@@ -288,10 +288,10 @@ GradFn activation_grad(std::string op, bool from_output, std::vector<std::string
 void grad_clip(GradContext& c) {
   std::vector<Value*> ins = {c.grad_output(0), c.input(0), c.input(1), c.input(2)};
   while (!ins.back()) ins.pop_back();
-  std::vector<bool> want = {c.needs_grad(0), c.needs_grad(1), c.needs_grad(2)};
+  std::vector<bool> want = {c.needs_grad(0), c.needs_grad(1), c.needs_grad(2)};  // false when absent
   if (!want[0] && !want[1] && !want[2]) return;
   std::vector<Value*> g = c.emit_some("ClipGrad", ins, want, {}, kOtterDomain);
-  for (int i = 0; i < 3; ++i) c.set_grad_input(i, g[i]);
+  for (int i = 0; i < c.node().num_inputs(); ++i) c.set_grad_input(i, g[i]);
 }
 
 // Min / Max: the gradient goes to the inputs equal to the result, split evenly between ties.

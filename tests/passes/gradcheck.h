@@ -108,19 +108,31 @@ inline double check_gradients(const GradCheck& c) {
   for (int i : read) {
     Value* yi = n->output(i);
     std::string rname = str_cat("r", i);
-    Tensor r(DataType::kFloat64, y.at(yi->name()).dims());
-    for (int64_t k = 0; k < r.numel(); ++k) r.data<double>()[k] = uniform(rng, -1, 1);
+    Tensor r64(DataType::kFloat64, y.at(yi->name()).dims());
+    for (int64_t k = 0; k < r64.numel(); ++k) r64.data<double>()[k] = uniform(rng, -1, 1);
+    Tensor r = r64;
+    if (yi->dtype() == DataType::kFloat32) {  // an output of another float type (Cast) reads f32 weights
+      r = Tensor(DataType::kFloat32, r64.dims());
+      for (int64_t k = 0; k < r.numel(); ++k) r.data<float>()[k] = static_cast<float>(r64.data<double>()[k]);
+    }
     feeds[rname] = r;
-    Value* rv = g.add_input(rname, DataType::kFloat64, yi->shape());
+    Value* rv = g.add_input(rname, yi->dtype(), yi->shape());
     Node* m = g.add_node("Mul", {yi, rv}, {str_cat("m", i)});
     infer_node(*m);
     Node* s = g.add_node("ReduceSum", {m->output(0)}, {str_cat("s", i)});
     s->set_attr("keepdims", Attribute(int64_t{0}));
     infer_node(*s);
+    Value* term = s->output(0);
+    if (term->dtype() != DataType::kFloat64) {
+      Node* cast = g.add_node("Cast", {term}, {str_cat("s", i, ".f64")});
+      cast->set_attr("to", Attribute(int64_t{dtype_to_onnx(DataType::kFloat64)}));
+      infer_node(*cast);
+      term = cast->output(0);
+    }
     if (!loss) {
-      loss = s->output(0);
+      loss = term;
     } else {
-      Node* a = g.add_node("Add", {loss, s->output(0)}, {str_cat("acc", i)});
+      Node* a = g.add_node("Add", {loss, term}, {str_cat("acc", i)});
       infer_node(*a);
       loss = a->output(0);
     }
