@@ -4,6 +4,7 @@
 #include "passes/canonicalize.h"
 #include "passes/eval_mode.h"
 #include "passes/grad_accumulation.h"
+#include "passes/memory_plan.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 
@@ -18,6 +19,8 @@ void register_all_passes(PassRegistry& r) {
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
   r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
+  // Last: it plans the final graph's buffers; any later rewrite would invalidate the plan.
+  r.add("memory-plan", [] { return std::make_unique<MemoryPlanPass>(); });
 }
 
 }  // namespace otter
