@@ -3,6 +3,7 @@
 // export.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -230,6 +231,27 @@ TEST(Export, TrainedWeightsAndRunningStatisticsReachTheOnnxFile) {
   EvalResult from_file = ev.run(test, o.eval_batch_size), in_session = s->evaluate(test);
   EXPECT_EQ(from_file.loss, in_session.loss);
   EXPECT_EQ(from_file.accuracy, in_session.accuracy);
+}
+
+TEST(Freeze, FrozenParametersKeepTheirValues) {
+  TrainingOptions o;
+  o.pipeline.freeze = {"fc1.*"};
+  o.pipeline.optimizer.lr = 0.01;
+  auto s = TrainingSession::create(model_file("digits/mlp.onnx"), o);
+  auto names = s->state_names();
+  EXPECT_EQ(std::count(names.begin(), names.end(), "fc1.weight"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "fc2.weight"), 1);
+  Dataset train = Dataset::from_npz(model_file("digits/train.npz"), s->batch_inputs());
+  DataLoader loader(train, 32, false, 0);
+  Tensor fc2_before = s->tensor("fc2.weight");
+  for (int i = 0; i < 3; ++i) s->train_step(loader.next());
+  TempDir dir;
+  s->export_inference(dir.path + "/mlp.onnx");
+  auto original = import_onnx_file(model_file("digits/mlp.onnx"));
+  auto trained = import_onnx_file(dir.path + "/mlp.onnx");
+  EXPECT_TRUE(trained->value("fc1.weight")->data().bitwise_equal(original->value("fc1.weight")->data()));
+  EXPECT_TRUE(trained->value("fc1.bias")->data().bitwise_equal(original->value("fc1.bias")->data()));
+  EXPECT_GT(rel_err(trained->value("fc2.weight")->data(), fc2_before), 1e-4);
 }
 
 TEST(TrainStep, RejectsBadBatches) {
