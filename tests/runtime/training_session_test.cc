@@ -23,6 +23,8 @@ struct RefConfig {
   const char* schedule;
 };
 
+void PrintTo(const RefConfig& c, std::ostream* os) { *os << c.name; }
+
 class TorchTrajectory : public ::testing::TestWithParam<RefConfig> {};
 
 TEST_P(TorchTrajectory, ParametersMatchAfterEveryStep) {
