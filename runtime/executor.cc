@@ -93,11 +93,9 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
       if (sl >= 0) read_[sl] = true;
   for (const Value* v : outputs_) read_[slot(v)] = true;
   bind_memory_plan();
-  // Graph-held tensors go to the device once; runs read them from there.
+  // Graph-held tensors go to the device the first time a run needs them (callers that feed the
+  // parameters and state themselves, like the training session, never make a second copy).
   resident_.resize(num_slots_);
-  for (const Value* v : g.values())
-    if ((v->kind() == ValueKind::kInitializer || v->kind() == ValueKind::kState) && v->has_data())
-      resident_[slot_of_.at(v)] = device_->to_device(v->data());
 }
 
 Executor::~Executor() = default;
@@ -160,7 +158,8 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
       slots[sl] = device_->to_device(it->second);
     } else if (v->kind() == ValueKind::kInput) {
       if (read_[sl]) fail("missing input '", v->name(), "' (", v->type_string(), ")");
-    } else {
+    } else if (read_[sl] && v->has_data()) {
+      if (!resident_[sl].defined()) resident_[sl] = device_->to_device(v->data());
       slots[sl] = resident_[sl];
     }
   }
