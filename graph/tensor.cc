@@ -16,8 +16,15 @@ Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   std::memset(data_, 0, alloc);
 }
 
-Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> keepalive)
-    : data_(data), nbytes_(nbytes), owned_(false), keepalive_(std::move(keepalive)) {}
+Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> keepalive, DeviceType device)
+    : data_(data), device_(device), nbytes_(nbytes), owned_(false), keepalive_(std::move(keepalive)) {}
+
+const char* device_name(DeviceType d) { return d == DeviceType::kCpu ? "cpu" : "cuda"; }
+
+void Tensor::check_host(const char* what) const {
+  OTTER_CHECK(on_host(), what, ": tensor ", describe(), " lives on ", device_name(device()),
+              "; copy it to the host first");
+}
 
 Storage::~Storage() {
   if (owned_) std::free(data_);
@@ -58,6 +65,7 @@ Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
 
 Tensor Tensor::clone() const {
   if (!defined()) return {};
+  check_host("clone");
   Tensor t(dtype_, dims_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
@@ -65,10 +73,13 @@ Tensor Tensor::clone() const {
 
 bool Tensor::bitwise_equal(const Tensor& o) const {
   if (dtype_ != o.dtype_ || dims_ != o.dims_) return false;
+  check_host("bitwise_equal");
+  o.check_host("bitwise_equal");
   return nbytes() == 0 || std::memcmp(raw(), o.raw(), nbytes()) == 0;
 }
 
 double Tensor::get_as_double(int64_t i) const {
+  check_host("get_as_double");
   const void* p = raw();
   switch (dtype_) {
     case DataType::kFloat32: return static_cast<const float*>(p)[i];
@@ -86,6 +97,7 @@ double Tensor::get_as_double(int64_t i) const {
 }
 
 std::vector<int64_t> Tensor::to_int64_vector() const {
+  check_host("to_int64_vector");
   std::vector<int64_t> out(static_cast<size_t>(numel()));
   const void* p = raw();
   for (int64_t i = 0; i < numel(); ++i) {

@@ -12,21 +12,29 @@
 
 namespace otter {
 
+// Where a tensor's bytes live. Host code may only read the contents of kCpu tensors; a kCuda
+// tensor's raw() is a device pointer for kernels of the CUDA backend.
+enum class DeviceType : uint8_t { kCpu, kCuda };
+const char* device_name(DeviceType d);
+
 // A reference-counted block of bytes. Tensors that alias (views, Reshape) share one Storage.
 class Storage {
  public:
   explicit Storage(size_t nbytes);
-  // Wraps memory owned elsewhere (for example a planned arena); `keepalive` holds its owner.
-  Storage(void* data, size_t nbytes, std::shared_ptr<void> keepalive);
+  // Wraps memory owned elsewhere (a planned arena, a device allocation); `keepalive` holds its
+  // owner and releases the memory when the last tensor using it goes.
+  Storage(void* data, size_t nbytes, std::shared_ptr<void> keepalive, DeviceType device = DeviceType::kCpu);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() { return data_; }
   const void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
+  DeviceType device() const { return device_; }
 
  private:
   void* data_ = nullptr;
+  DeviceType device_ = DeviceType::kCpu;
   size_t nbytes_ = 0;
   bool owned_ = true;
   std::shared_ptr<void> keepalive_;
@@ -61,6 +69,8 @@ class Tensor {
   int64_t dim(int64_t i) const { return dims_.at(i < 0 ? i + rank() : i); }
   int64_t numel() const { return num_elements(dims_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  DeviceType device() const { return storage_ ? storage_->device() : DeviceType::kCpu; }
+  bool on_host() const { return device() == DeviceType::kCpu; }
 
   void* raw() { return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr; }
   const void* raw() const {
@@ -72,9 +82,13 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   size_t offset() const { return offset_; }
 
+  // data<T>() checks the element type only: on a kCuda tensor it is a device pointer. The
+  // functions below that read contents (clone, bitwise_equal, get_as_double, to_int64_vector)
+  // need a host tensor and fail clearly on a device one.
+
   // Same storage, other dims (element count must match).
   Tensor reshaped(std::vector<int64_t> dims) const;
-  // Deep copy.
+  // Deep copy (host tensors).
   Tensor clone() const;
   // Byte-wise equality of dtype, dims and contents.
   bool bitwise_equal(const Tensor& o) const;
@@ -85,6 +99,7 @@ class Tensor {
   std::string describe() const;  // "f32[2,3]"
 
  private:
+  void check_host(const char* what) const;
   template <typename T>
   void check_type() const {
     OTTER_CHECK(DataTypeOf<T>::value == dtype_, "tensor of type ", dtype_name(dtype_),

@@ -5,8 +5,6 @@
 
 namespace otter {
 
-const char* device_name(DeviceType d) { return d == DeviceType::kCpu ? "cpu" : "cuda"; }
-
 HostAllocator& HostAllocator::instance() {
   static HostAllocator a;
   return a;

@@ -14,8 +14,7 @@
 
 namespace otter {
 
-enum class DeviceType : uint8_t { kCpu, kCuda };
-const char* device_name(DeviceType d);
+class Device;  // kernels/device.h
 
 // Allocates tensors for kernel outputs and scratch; the executor passes its own (planned) one.
 class Allocator {
@@ -48,6 +47,8 @@ class KernelContext {
   void alias_output(int i, const Tensor& src, const std::vector<int64_t>& dims);
   Tensor scratch(DataType t, const std::vector<int64_t>& dims) { return alloc_.allocate(t, dims); }
   [[noreturn]] void error(const std::string& msg) const;
+  // The device the kernel runs on (its stream, handles, allocator); null means the CPU.
+  Device* device = nullptr;
   // Seeded generator for stochastic kernels (Dropout), owned by the executor.
   std::mt19937_64* rng = nullptr;
   // True on the first micro-step of an optimizer step: accumulating kernels then write their

@@ -32,11 +32,13 @@ std::vector<std::string> check_kernels(const Graph& g, DeviceType device) {
   return problems;
 }
 
-Executor::Executor(const Graph& g, ExecutorOptions opts) : graph_(g), opts_(opts), rng_(opts.seed) {
-  auto problems = check_kernels(g, opts.device);
+Executor::Executor(const Graph& g, ExecutorOptions opts)
+    : graph_(g), opts_(opts), device_(opts.device ? opts.device : &cpu_device()), rng_(opts.seed) {
+  const DeviceType dev = device_->type();
+  auto problems = check_kernels(g, dev);
   if (!problems.empty()) {
     std::string msg = str_cat(problems.size(), " node", problems.size() == 1 ? "" : "s", " of graph '", g.name,
-                              "' have no ", device_name(opts.device), " kernel:");
+                              "' have no ", device_name(dev), " kernel:");
     for (const auto& p : problems) msg += "\n  " + p;
     fail(msg);
   }
@@ -53,7 +55,7 @@ Executor::Executor(const Graph& g, ExecutorOptions opts) : graph_(g), opts_(opts
     if (!in_program(*np, opts.program)) continue;
     Step s;
     s.node = np.get();
-    const KernelDef* def = KernelRegistry::instance().find(*np, opts.device);
+    const KernelDef* def = KernelRegistry::instance().find(*np, dev);
     s.kernel = def->create(*np);
     for (const Value* in : np->inputs()) {
       s.in_slots.push_back(in ? slot(in) : -1);
@@ -84,6 +86,16 @@ Executor::Executor(const Graph& g, ExecutorOptions opts) : graph_(g), opts_(opts
     if (v->kind() != ValueKind::kNode) keep[slot(v)] = true;
   for (const auto& [sl, step] : last_use)
     if (!keep[sl]) steps_[step].release.push_back(sl);
+  read_.assign(num_slots_, false);
+  for (const Step& st : steps_)
+    for (int sl : st.in_slots)
+      if (sl >= 0) read_[sl] = true;
+  for (const Value* v : outputs_) read_[slot(v)] = true;
+  // Graph-held tensors go to the device once; runs read them from there.
+  resident_.resize(num_slots_);
+  for (const Value* v : g.values())
+    if ((v->kind() == ValueKind::kInitializer || v->kind() == ValueKind::kState) && v->has_data())
+      resident_[slot_of_.at(v)] = device_->to_device(v->data());
 }
 
 Executor::~Executor() = default;
@@ -126,11 +138,11 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     int sl = slot_of_.at(v);
     if (it != feeds.end()) {
       check_feed(v, it->second, symbols);
-      slots[sl] = it->second;
+      slots[sl] = device_->to_device(it->second);
     } else if (v->kind() == ValueKind::kInput) {
-      fail("missing input '", v->name(), "' (", v->type_string(), ")");
+      if (read_[sl]) fail("missing input '", v->name(), "' (", v->type_string(), ")");
     } else {
-      slots[sl] = v->data();
+      slots[sl] = resident_[sl];
     }
   }
   std::vector<int> extra_slots;
@@ -148,7 +160,8 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     outs.clear();
     for (int sl : s.in_slots) ins.push_back(sl >= 0 ? &slots[sl] : nullptr);
     for (int sl : s.out_slots) outs.push_back(sl >= 0 ? &slots[sl] : nullptr);
-    KernelContext ctx(*s.node, ins, outs, HostAllocator::instance());
+    KernelContext ctx(*s.node, ins, outs, device_->allocator());
+    ctx.device = device_;
     ctx.rng = &rng_;
     ctx.first_micro_step = first_micro_step_;
     s.kernel->run(ctx);

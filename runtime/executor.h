@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "kernels/device.h"
 #include "kernels/kernel.h"
 
 namespace otter {
 
 struct ExecutorOptions {
-  DeviceType device = DeviceType::kCpu;
+  // The device kernels run on (null: the CPU). Must outlive the executor.
+  Device* device = nullptr;
   uint64_t seed = 0;  // for stochastic kernels (Dropout)
   // Run only the nodes of one program of a training graph (all nodes when unset). Its outputs are
   // the graph outputs and state updates that program produces.
@@ -28,8 +30,11 @@ class Executor {
   explicit Executor(const Graph& g, ExecutorOptions opts = {});
   ~Executor();
 
-  // Runs with `feeds` keyed by graph input name; returns graph outputs keyed by name.
-  // Initializers and state are read from the graph unless overridden in `feeds`.
+  // Runs with `feeds` keyed by graph input name; returns graph outputs keyed by name, on the
+  // executor's device (Device::to_host copies them back). Initializers and state are read from
+  // the graph (copied to the device once, at plan time) unless overridden in `feeds`; fed tensors
+  // that live elsewhere are copied to the device. Callers that keep state on the device (the
+  // training session) feed it and take the updated tensors from the result, so nothing travels.
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& feeds);
   // Also returns these intermediate values (by name) in addition to the graph outputs.
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& feeds,
@@ -41,12 +46,16 @@ class Executor {
   // Tells accumulating kernels whether this run is the first micro-step of an optimizer step.
   void set_first_micro_step(bool first) { first_micro_step_ = first; }
   const Graph& graph() const { return graph_; }
+  Device& device() const { return *device_; }
 
  private:
   struct Step;
   const Graph& graph_;
   ExecutorOptions opts_;
+  Device* device_;
   std::vector<Step> steps_;
+  std::vector<Tensor> resident_;  // per slot: graph-held data (initializers, state) on the device
+  std::vector<bool> read_;        // per slot: read by a node of this program (inputs others need not be fed)
   std::map<const Value*, int> slot_of_;
   int num_slots_ = 0;
   std::vector<const Value*> outputs_;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "graph/onnx_io.h"
+#include "kernels/device.h"
 #include "kernels/kernel.h"
 #include "passes/pass_manager.h"
 #include "runtime/constant_eval.h"
@@ -27,14 +28,15 @@ const char* kUsage =
     "\n"
     "Run 'otter-train COMMAND --help' for the options of one command.\n";
 
-DeviceType parse_device(const std::string& s) {
-  if (s == "cpu" || s == "auto" || s.empty()) return DeviceType::kCpu;
-  if (s == "cuda") {
-    if (std::none_of(KernelRegistry::instance().all().begin(), KernelRegistry::instance().all().end(),
-                     [](const KernelDef& d) { return d.device == DeviceType::kCuda; }))
-      fail("--device cuda: this build of otter has no CUDA backend");
-    return DeviceType::kCuda;
+// --device auto|cpu|cuda: auto picks CUDA where a device is present. A CUDA device is created in
+// `holder`, which must outlive its use.
+Device& pick_device(const std::string& s, std::unique_ptr<Device>& holder) {
+  if (s == "cpu") return cpu_device();
+  if (s == "cuda" || (s == "auto" && cuda_available())) {
+    holder = make_cuda_device();
+    return *holder;
   }
+  if (s == "auto") return cpu_device();
   fail("--device must be auto, cpu or cuda, got '", s, "'");
 }
 
@@ -88,7 +90,8 @@ int cmd_predict(int argc, char** argv) {
   if (args.positional().size() != 1) fail("predict: expected one model file (see otter-train predict --help)");
   if (!args.has("data")) fail("predict: --data IN.npz is required");
   if (!args.has("out")) fail("predict: --out OUT.npz is required");
-  DeviceType device = parse_device(args.get("device", "auto"));
+  std::unique_ptr<Device> cuda;
+  Device& device = pick_device(args.get("device", "auto"), cuda);
   auto g = load_and_canonicalize(args.positional()[0]);
   NpzArchive data = read_npz(args.get("data"));
   std::map<std::string, Tensor> feeds;
@@ -103,13 +106,13 @@ int cmd_predict(int argc, char** argv) {
     feeds[in->name()] = *t;
   }
   ExecutorOptions eo;
-  eo.device = device;
+  eo.device = &device;
   Executor ex(*g, eo);
   std::map<std::string, Tensor> outputs;
   int64_t batch = args.get_int("batch-size", 0);
   if (batch < 0) fail("--batch-size must be positive");
   if (batch == 0 || feeds.empty()) {
-    outputs = ex.run(feeds);
+    for (auto& [name, t] : ex.run(feeds)) outputs[name] = device.to_host(t);
   } else {
     int64_t n = -1;
     for (const auto& [name, t] : feeds) {
@@ -123,7 +126,8 @@ int cmd_predict(int argc, char** argv) {
       int64_t e = std::min(n, b + batch);
       std::map<std::string, Tensor> f;
       for (const auto& [name, t] : feeds) f[name] = slice_rows(t, b, e);
-      for (auto& [name, t] : ex.run(f)) {
+      for (auto& [name, dt] : ex.run(f)) {
+        Tensor t = device.to_host(dt);
         // Outputs with a sample axis are concatenated; others (statistics) keep the last batch's.
         if (t.rank() >= 1 && t.dim(0) == e - b) parts[name].push_back(t);
         else last[name] = t;

@@ -1,0 +1,32 @@
+// The CPU device.
+#include "kernels/device.h"
+
+#include <omp.h>
+
+#include "graph/error.h"
+
+namespace otter {
+
+namespace {
+
+class CpuDevice : public Device {
+ public:
+  DeviceType type() const override { return DeviceType::kCpu; }
+  std::string describe() const override { return str_cat("cpu (", omp_get_max_threads(), " threads)"); }
+  Allocator& allocator() override { return HostAllocator::instance(); }
+  Tensor to_device(const Tensor& t) override { return to_host(t); }
+  Tensor to_host(const Tensor& t) override {
+    OTTER_CHECK(!t.defined() || t.on_host(), "cpu device: tensor ", t.describe(), " lives on ",
+                device_name(t.device()), " (copy it with that device's to_host)");
+    return t;
+  }
+};
+
+}  // namespace
+
+Device& cpu_device() {
+  static CpuDevice d;
+  return d;
+}
+
+}  // namespace otter
