@@ -670,6 +670,8 @@ void register_nn_grad_ops(OpTable& t) {
   infer::add_otter_op(t, "NegativeLogLikelihoodLossGrad", infer_loss_grad, P::kFp32,
                       "NegativeLogLikelihoodLossGrad(dL, input, labels, weights?) {reduction, ignore_index} -> "
                       "dInput?, dWeights?: -weight * dL / norm at each label, 0 elsewhere");
+  // A column's sum is read before any of its dX is written: dX may take over dY's buffer.
+  for (const char* op : {"SoftmaxGrad", "LogSoftmaxGrad"}) t.mutable_find(kOtterDomain, op, 1)->inplace = true;
 }
 
 void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionClass p, bool inplace,
@@ -722,6 +724,8 @@ void register_nn_ops(OpTable& t) {
       "cross entropy of softmax(scores) and labels, reduction none/mean/sum, optional log_prob");
   add(t, "NegativeLogLikelihoodLoss", 13, kMax, loss(false), P::kFp32, false, rule(grad_nll),
       "negative log likelihood of log-probabilities and targets, reduction none/mean/sum");
+  // Inference-mode Dropout returns its input as is.
+  t.mutable_find("", "Dropout", kMax)->views = {{0, 0}};
   register_nn_grad_ops(t);
 }
 
