@@ -47,9 +47,18 @@ bool fusable(const Value* grad, const Value* acc) {
 
 }  // namespace
 
+std::string grad_accumulation_precondition(const Graph& g) {
+  if (g.gradients.empty() || !g.loss_seed) return "the graph has no gradients: run autodiff first";
+  for (const auto& [p, grad] : g.gradients)
+    if (grad && grad->kind() == ValueKind::kState)
+      return str_cat("the gradient of '", p->name(), "' is already accumulated state (grad-accumulation ran before)");
+  return "";
+}
+
 GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
   OTTER_CHECK(steps >= 1, "grad-accumulation: steps must be >= 1, got ", steps);
-  OTTER_CHECK(!g.gradients.empty(), "grad-accumulation: no gradients in the graph (run autodiff first)");
+  std::string unmet = grad_accumulation_precondition(g);
+  OTTER_CHECK(unmet.empty(), "grad-accumulation: ", unmet);
   GradAccumulationStats st;
   g.opset_imports.emplace(kOtterDomain, 1);
   scale_seed(g, steps);
@@ -100,6 +109,10 @@ std::string GradAccumulationPass::summary() const {
 
 std::vector<PassOption> GradAccumulationPass::options() const {
   return {{"steps", PassOption::Type::kInt, "1", "micro-batches per optimizer step (K)", {}}};
+}
+
+std::string GradAccumulationPass::unmet_precondition(const Graph& g) const {
+  return grad_accumulation_precondition(g);
 }
 
 void GradAccumulationPass::run(Graph& g, PassContext&) {

@@ -27,12 +27,15 @@ struct GradAccumulationStats {
 };
 
 GradAccumulationStats grad_accumulation(Graph& g, int64_t steps);
+// "" when the graph has unaccumulated gradients, else what is missing.
+std::string grad_accumulation_precondition(const Graph& g);
 
 class GradAccumulationPass : public Pass {
  public:
   std::string name() const override { return "grad-accumulation"; }
   std::string summary() const override;
   std::vector<PassOption> options() const override;
+  std::string unmet_precondition(const Graph& g) const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 

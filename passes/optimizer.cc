@@ -21,6 +21,17 @@ Node* apply_node(Graph& g, const std::string& op, const std::vector<Value*>& ins
 
 }  // namespace
 
+std::string optimizer_precondition(const Graph& g) {
+  if (g.gradients.empty()) return "the graph has no gradients: run autodiff, then grad-accumulation first";
+  for (const auto& [p, acc] : g.gradients)
+    if (!acc || acc->kind() != ValueKind::kState)
+      return str_cat("the gradient of '", p->name(), "' is not accumulated state: run grad-accumulation first");
+  for (const auto& n : g.nodes())
+    if (n->program() == Program::kApply && n->op_type() != "LossScaleUpdate")
+      return str_cat("the graph already has an optimizer (", n->describe(), ")");
+  return "";
+}
+
 OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
   OptimizerConfig c = cfg;
   OTTER_CHECK(c.type == "sgd" || c.type == "momentum" || c.type == "adam" || c.type == "adamw",
@@ -32,13 +43,8 @@ OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
               "' needs total (the number of optimizer steps)");
   if (c.weight_decay < 0) c.weight_decay = c.type == "adamw" ? 0.01 : 0.0;
   if (c.momentum < 0) c.momentum = c.type == "momentum" ? 0.9 : 0.0;
-  OTTER_CHECK(!g.gradients.empty(), "optimizer: no gradients (run autodiff and grad-accumulation first)");
-  for (auto& [p, acc] : g.gradients)
-    OTTER_CHECK(acc->kind() == ValueKind::kState, "optimizer: the gradient of '", p->name(),
-                "' is not accumulated state (run grad-accumulation first)");
-  for (const auto& n : g.nodes())
-    OTTER_CHECK(n->program() != Program::kApply || n->op_type() == "LossScaleUpdate",
-                "optimizer: the graph already has an optimizer (", n->describe(), ")");
+  std::string unmet = optimizer_precondition(g);
+  OTTER_CHECK(unmet.empty(), "optimizer: ", unmet);
   g.opset_imports.emplace(kOtterDomain, 1);
   OptimizerStats st;
 
@@ -131,6 +137,8 @@ std::vector<PassOption> OptimizerPass::options() const {
       {"min_lr", T::kFloat, "0", "final learning rate of decaying schedules", {}},
   };
 }
+
+std::string OptimizerPass::unmet_precondition(const Graph& g) const { return optimizer_precondition(g); }
 
 void OptimizerPass::run(Graph& g, PassContext&) {
   reset_counters();

@@ -39,12 +39,15 @@ struct OptimizerStats {
 };
 
 OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& c);
+// "" when the graph has accumulated gradients and no optimizer yet, else what is missing.
+std::string optimizer_precondition(const Graph& g);
 
 class OptimizerPass : public Pass {
  public:
   std::string name() const override { return "optimizer"; }
   std::string summary() const override;
   std::vector<PassOption> options() const override;
+  std::string unmet_precondition(const Graph& g) const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 
