@@ -9,6 +9,7 @@
 #include "graph/graph_part.h"
 #include "graph/json_writer.h"
 #include "graph/op_table.h"
+#include "graph/ops/infer_util.h"
 
 namespace otter {
 
@@ -19,14 +20,23 @@ class Sizer {
  public:
   Sizer(const DimBindings& b, std::set<std::string>& unbound) : bindings_(b), unbound_(unbound) {}
 
+  // A symbolic dim is a product "5*N*T" (infer_util.h): every symbol in it must be bound.
   int64_t dim(const Dim& d) const {
     if (d.is_static()) return d.value;
-    if (d.is_symbolic()) {
-      auto it = bindings_.find(d.symbol);
-      if (it != bindings_.end()) return it->second;
-      unbound_.insert(d.symbol);
+    if (!d.is_symbolic()) return -1;
+    infer::DimProduct p = infer::factor(d);
+    if (!p.known) return -1;
+    int64_t v = p.coef;
+    for (const std::string& sym : p.syms) {
+      auto it = bindings_.find(sym);
+      if (it == bindings_.end()) {
+        unbound_.insert(sym);
+        v = -1;
+      } else if (v >= 0) {
+        v *= it->second;
+      }
     }
-    return -1;
+    return v;
   }
   int64_t dim(const Value* v, int64_t i) const {
     const Shape& s = v->shape();
@@ -59,7 +69,9 @@ class Sizer {
 void add_known(int64_t& a, int64_t b) { a = (a < 0 || b < 0) ? -1 : a + b; }
 int64_t mul_known(int64_t a, int64_t b) { return (a < 0 || b < 0) ? -1 : a * b; }
 
-enum class Cost : uint8_t { kElementwise, kNone, kMatMul, kGemm, kGemmAccumulate, kConv, kConvTranspose, kPool, kReduce };
+enum class Cost : uint8_t {
+  kElementwise, kNone, kMatMul, kGemm, kGemmAccumulate, kConv, kConvTranspose, kConvGrad, kPool, kPoolGrad, kReduce
+};
 
 Cost cost_class(const Node& n) {
   static const std::unordered_map<std::string, Cost> kOnnx = {
@@ -75,6 +87,7 @@ Cost cost_class(const Node& n) {
   };
   static const std::unordered_map<std::string, Cost> kOtter = {
       {"GemmAccumulate", Cost::kGemmAccumulate}, {"SumToShape", Cost::kReduce},
+      {"ConvGrad", Cost::kConvGrad}, {"MaxPoolGrad", Cost::kPoolGrad}, {"AveragePoolGrad", Cost::kPoolGrad},
       {"GlobalNormSq", Cost::kReduce}, {"AllFinite", Cost::kReduce},
   };
   const auto& table = n.domain() == kOtterDomain ? kOtter : kOnnx;
@@ -82,6 +95,12 @@ Cost cost_class(const Node& n) {
   if (it != table.end()) return it->second;
   if (n.domain().empty() && n.op_type().rfind("Reduce", 0) == 0) return Cost::kReduce;
   return Cost::kElementwise;
+}
+
+// Multiply-adds per output element of a convolution with filter `w` [M, C/group, k...].
+int64_t filter_size(const Value* w, const Sizer& s) {
+  int64_t m = s.dim(w, 0), n = s.numel(w);
+  return m <= 0 || n < 0 ? -1 : n / m;
 }
 
 // K of a 2-D GEMM whose first operand is `a` (transposed when trans_a).
@@ -104,17 +123,24 @@ int64_t node_flops(const Node& n, const Sizer& s) {
     }
     case Cost::kConv:
     case Cost::kConvTranspose: {
-      const Value* w = n.input(1);
-      int64_t per = s.numel(w) < 0 || s.dim(w, 0) <= 0 ? -1 : s.numel(w) / s.dim(w, 0);
       int64_t base = cost_class(n) == Cost::kConv ? out : s.numel(n.input(0));
-      int64_t f = mul_known(mul_known(2, base), per);
+      int64_t f = mul_known(mul_known(2, base), filter_size(n.input(1), s));
       if (n.has_input(2)) add_known(f, out);
       return f;
     }
-    case Cost::kPool: {
+    case Cost::kConvGrad: {  // ConvGrad(dY, X, W) -> dX?, dW?, dB?: a GEMM of the forward's size per output
+      int64_t dy = s.numel(n.input(0));
+      int64_t gemm = mul_known(mul_known(2, dy), filter_size(n.input(2), s));
+      int64_t f = 0;
+      for (int i = 0; i < n.num_outputs(); ++i)
+        if (n.output(i)) add_known(f, i < 2 ? gemm : dy);
+      return f;
+    }
+    case Cost::kPool:
+    case Cost::kPoolGrad: {  // per output (of the forward: dY for the gradient) and window element
       int64_t window = 1;
       for (int64_t k : n.attr_ints("kernel_shape")) window *= k;
-      return mul_known(out, window);
+      return mul_known(cost_class(n) == Cost::kPool ? out : s.numel(n.input(0)), window);
     }
     case Cost::kReduce: {
       int64_t f = 0;
@@ -140,7 +166,10 @@ void count_ops(const Graph& g, GraphStats& st) {
   std::map<std::pair<std::string, std::string>, GraphStats::OpCount> by_key;
   for (const auto& n : g.nodes()) {
     std::string op = (n->domain().empty() ? "" : n->domain() + ".") + n->op_type();
-    std::string dtype(n->output(0) ? dtype_name(n->output(0)->dtype()) : "-");
+    const Value* first = nullptr;  // the first output present (ConvGrad may produce only dW)
+    for (const Value* o : n->outputs())
+      if (!first) first = o;
+    std::string dtype(first ? dtype_name(first->dtype()) : "-");
     auto& c = by_key[{op, dtype}];
     c.op = op;
     c.dtype = dtype;
@@ -289,13 +318,17 @@ void print_graph_stats(const GraphStats& s, std::ostream& os) {
   os << "graph statistics" << binds << ":\n";
   os << "  nodes: " << s.forward_nodes << " forward, " << s.backward_nodes << " backward, " << s.apply_nodes
      << " apply\n";
-  os << "  nodes by op and dtype:            micro-step   apply\n";
-  for (const auto& c : s.ops) {
-    char line[160];
-    std::snprintf(line, sizeof line, "    %-28s %-5s %10lld %7lld\n", c.op.c_str(), c.dtype.c_str(),
-                  static_cast<long long>(c.micro_step), static_cast<long long>(c.apply));
+  size_t width = 2;
+  for (const auto& c : s.ops) width = std::max(width, c.op.size());
+  auto row = [&](const std::string& op, const std::string& dtype, const std::string& micro, const std::string& apply) {
+    char line[256];
+    std::snprintf(line, sizeof line, "    %-*s  %-5s %10s %6s\n", static_cast<int>(width), op.c_str(), dtype.c_str(),
+                  micro.c_str(), apply.c_str());
     os << line;
-  }
+  };
+  os << "  nodes by op and dtype:\n";
+  row("op", "dtype", "micro-step", "apply");
+  for (const auto& c : s.ops) row(c.op, c.dtype, std::to_string(c.micro_step), std::to_string(c.apply));
   os << "  parameters: " << total_str(s.param_total) << "\n";
   for (const auto& p : s.params) os << "    %" << p.name << ": " << p.type << "  " << bytes_str(p.bytes) << "\n";
   os << "  constants: " << total_str(s.constants) << "\n";

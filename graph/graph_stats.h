@@ -7,16 +7,19 @@
 //
 // FLOP model (an estimate, as profilers count): a multiply-add is 2 FLOPs, so MatMul, Gemm and
 // ai.otter.GemmAccumulate cost 2*M*N*K (plus one per output element for a bias or the accumulated
-// operand), Conv 2*out*(Cin/group*kernel) (plus the bias), ConvTranspose 2*in*(Cout/group*kernel);
-// pools one per output element per window element; reductions one per input element; data
+// operand), Conv 2*out*(Cin/group*kernel) (plus the bias), ConvTranspose 2*in*(Cout/group*kernel),
+// ai.otter.ConvGrad one such GEMM per dX and dW it produces (plus dY's size for dB); pools and
+// their gradients one per (forward) output element per window element; reductions (including
+// losses, SumToShape, GlobalNormSq, AllFinite) one per float input element; data
 // movement (Reshape, Transpose, Gather, Concat, Cast, ...) none; every other op one per output
 // element. The table of these cost classes lives here: it serves the statistics only.
 //
 // Activation memory: liveness over the micro-step program in node order. A value produced by a
 // micro-step node lives from its producer to its last micro-step use; graph outputs and values the
 // apply program reads live to the end; new contents of state (accumulators written in place) are
-// state, not activations. The peak of the live bytes is the activation memory of one micro-batch;
-// the micro-batch inputs are reported beside it.
+// state, not activations. Every output is counted as its own buffer (views such as Reshape and
+// in-place reuse are not modelled), so the peak of the live bytes is an upper bound of what a
+// memory plan needs for one micro-batch; the micro-batch inputs are reported beside it.
 #pragma once
 
 #include <cstdint>

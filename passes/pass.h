@@ -68,8 +68,6 @@ class Pass {
   // manager checks it before running the pass.
   virtual std::string unmet_precondition(const Graph& g) const { return ""; }
   virtual void run(Graph& g, PassContext& ctx) = 0;
-  // "name{k=v,...}" as configured (options in key order): how a pipeline prints.
-  std::string pipeline_text() const;
   // Counters kept by the last run (casts_inserted, nodes_removed, ...), in a stable order.
   const std::map<std::string, int64_t>& counters() const { return counters_; }
 

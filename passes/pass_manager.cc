@@ -202,13 +202,6 @@ void validate_options(const Pass& p, const PipelineEntry& e) {
 
 }  // namespace
 
-std::string Pass::pipeline_text() const {
-  std::string out = name();
-  std::string opts;
-  for (const auto& [k, v] : opts_.values()) opts += str_cat(opts.empty() ? "" : ",", k, "=", v);
-  return opts.empty() ? out : out + "{" + opts + "}";
-}
-
 void PassManager::set_disabled(const std::set<std::string>& names) {
   const PassRegistry& reg = PassRegistry::instance();
   for (const std::string& n : names) {
@@ -244,12 +237,13 @@ void PassManager::add_pipeline(const std::string& text) {
     }
     p->configure(e.options);
     passes_.push_back(std::move(p));
+    texts_.push_back(e.text);
   }
 }
 
 std::string PassManager::pipeline_text() const {
   std::string out;
-  for (const auto& p : passes_) out += (out.empty() ? "" : ",") + p->pipeline_text();
+  for (const std::string& t : texts_) out += (out.empty() ? "" : ",") + t;
   return out;
 }
 

@@ -73,9 +73,12 @@ class PassManager {
   void set_disabled(const std::set<std::string>& names);
   // Disabled names that no added pipeline contained (so a misspelt --disable does not go unnoticed).
   std::vector<std::string> unused_disabled() const;
-  // The pipeline as it will run: "canonicalize,add-loss{type=ce},autodiff".
+  // The pipeline as it will run, each pass as written: "canonicalize,add-loss{type=ce},autodiff".
   std::string pipeline_text() const;
-  void add(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
+  void add(std::unique_ptr<Pass> p) {
+    texts_.push_back(p->name());
+    passes_.push_back(std::move(p));
+  }
   void add_instrument(PassInstrument* i) { instruments_.push_back(i); }
   void set_verify(bool v) { verify_ = v; }
   void run(Graph& g);
@@ -85,6 +88,7 @@ class PassManager {
  private:
   PassContext ctx_;
   std::vector<std::unique_ptr<Pass>> passes_;
+  std::vector<std::string> texts_;  // each pass as written in its pipeline
   std::vector<PassInstrument*> instruments_;
   std::set<std::string> disabled_, disabled_seen_;
   bool verify_ = true;

@@ -14,3 +14,5 @@ config.substitutions.append(("FileCheck", config.filecheck))
 # `%not CMD`: succeeds when CMD fails (LLVM's `not`, beside FileCheck), for error tests.
 config.substitutions.append(("%not", os.path.join(os.path.dirname(config.filecheck), "not")))
 config.substitutions.append(("%models", os.path.join(config.otter_source_dir, "models")))
+# `%python`: the Python the build found (Debian's, with onnx), for checks such as `-m json.tool`.
+config.substitutions.append(("%python", config.python))

@@ -131,7 +131,6 @@ DimBindings batch_bindings(const cli::Args& args, const Graph& g) {
   DimBindings b;
   if (!args.has("batch")) return b;
   int64_t n = args.get_int("batch", 0);
-  OTTER_CHECK(n > 0, "otter-opt: --batch must be positive, got ", n);
   for (const Value* v : g.inputs())
     if (v->shape().rank_known && v->shape().rank() > 0 && v->shape().dims[0].is_symbolic())
       b[v->shape().dims[0].symbol] = n;
@@ -207,8 +206,9 @@ int run(int argc, char** argv) {
   check_selected(sel.before, "print-before", pm);
   OTTER_CHECK(!sel.diff || gf == GraphFormat::kText, "otter-opt: --diff compares the text form; drop --format ",
               format);
+  OTTER_CHECK(!args.has("batch") || args.get_int("batch", 0) > 0, "otter-opt: --batch must be positive, got '",
+              args.get("batch"), "'");
   auto g = import_onnx_file(args.positional()[0]);
-  DimBindings bindings = batch_bindings(args, *g);
   CpuConstantEvaluator evaluator;
   pm.context().evaluator = &evaluator;
   pm.set_verify(!args.has("no-verify"));
@@ -222,10 +222,10 @@ int run(int argc, char** argv) {
   TimingInstrument timing;
   if (args.has("timing")) pm.add_instrument(&timing);
   pm.run(*g);
-  if (args.has("timing")) timing.report(std::cerr);
-  if (args.has("stats")) report_stats(stats, *g, bindings, gf, std::cerr);
   if (args.has("o")) export_onnx_file(*g, args.get("o"));
   else if (!printer) print_graph_as(*g, gf, std::cout);
+  if (args.has("timing")) timing.report(std::cerr);
+  if (args.has("stats")) report_stats(stats, *g, batch_bindings(args, *g), gf, std::cerr);
   return 0;
 }
 
