@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 namespace otter {
 
@@ -68,9 +69,10 @@ void JsonWriter::value(double v) {
     os_ << "null";
     return;
   }
-  char buf[32];
+  char buf[40];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   os_ << buf;
+  if (!std::strpbrk(buf, ".e")) os_ << ".0";  // stays a float for readers that type numbers
 }
 
 void JsonWriter::value(bool v) {

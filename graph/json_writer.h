@@ -22,7 +22,9 @@ class JsonWriter {
   void value(const char* s) { value(std::string_view(s)); }
   void value(int64_t v);
   void value(int v) { value(static_cast<int64_t>(v)); }
-  void value(double v);  // non-finite values are written as null (JSON has no inf/nan)
+  // 9 significant digits, always with a '.' or exponent; non-finite values are written as null
+  // (JSON has no inf/nan).
+  void value(double v);
   void value(bool v);
   void null();
   // key(k) then value(v).
