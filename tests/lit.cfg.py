@@ -16,3 +16,5 @@ config.substitutions.append(("%not", os.path.join(os.path.dirname(config.fileche
 config.substitutions.append(("%models", os.path.join(config.otter_source_dir, "models")))
 # `%python`: the Python the build found (Debian's, with onnx), for checks such as `-m json.tool`.
 config.substitutions.append(("%python", config.python))
+# LLVM's test utilities (`not`, `count`) come from the same folder as FileCheck.
+config.environment["PATH"] = os.path.dirname(config.filecheck) + os.pathsep + os.environ.get("PATH", "")
