@@ -233,9 +233,7 @@ StepResult TrainingSession::train_step(const std::map<std::string, Tensor>& batc
     run_program(*micro_, micro[k], &out);
     losses.push_back(out.at(loss_name_));
   }
-  // The apply program reads no batch, but the executor asks for every graph input: it gets the
-  // last micro-batch, already on the device.
-  run_program(*apply_, micro.back(), &out);
+  run_program(*apply_, {}, &out);  // reads state only
 
   // The one host synchronisation of the step: losses and the apply program's metrics.
   device_->synchronize();

@@ -11,8 +11,6 @@ config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py"]
 config.substitutions.append(("%otter-opt", os.path.join(config.otter_tools_dir, "otter-opt")))
 config.substitutions.append(("%otter-train", os.path.join(config.otter_tools_dir, "otter-train")))
 config.substitutions.append(("FileCheck", config.filecheck))
-# `%not CMD`: succeeds when CMD fails (LLVM's `not`, beside FileCheck), for error tests.
-config.substitutions.append(("%not", os.path.join(os.path.dirname(config.filecheck), "not")))
 config.substitutions.append(("%models", os.path.join(config.otter_source_dir, "models")))
 # `%python`: the Python the build found (Debian's, with onnx), for checks such as `-m json.tool`.
 config.substitutions.append(("%python", config.python))

@@ -302,8 +302,8 @@ class StepLog {
                 .add("step", r.step)
                 .add("epoch", epoch)
                 .add("loss", r.loss)
-                .add("lr", r.lr)
-                .add("loss_scale", r.loss_scale)
+                .add("lr", static_cast<float>(r.lr))  // the float32 values the graph used
+                .add("loss_scale", static_cast<float>(r.loss_scale))
                 .add("skipped", r.skipped)
                 .add("samples_per_s", samples_per_s)
                 .str()
@@ -335,6 +335,37 @@ void print_progress(const std::string& where, const StepResult& last, const Inte
   std::printf("\n");
   std::fflush(stdout);
 }
+
+// The training loop: steps until `total`, progress lines, per-step JSON, checkpoints at epoch ends.
+struct TrainLoop {
+  int64_t total, per_epoch, epochs, global;
+  std::string save_dir;   // empty: no checkpoints
+  const Dataset* eval;    // null: no evaluation
+  int64_t log_every = 0;  // 0: one line per epoch
+
+  void run(TrainingSession& s, DataLoader& loader, StepLog& log) const {
+    Interval iv;
+    while (s.steps_taken() < total) {
+      auto batch = loader.next();
+      auto t0 = std::chrono::steady_clock::now();
+      StepResult r = s.train_step(batch);
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      log.write(r, loader.state().epoch, static_cast<double>(global) / std::max(secs, 1e-9));
+      iv.loss_sum += r.loss;
+      iv.seconds += secs;
+      iv.samples += global;
+      iv.skipped += r.skipped;
+      ++iv.steps;
+      const bool epoch_end = loader.state().position == per_epoch, done = r.step == total;
+      if (log_every ? r.step % log_every == 0 || done : epoch_end) {
+        std::string where = log_every ? "train" : str_cat("epoch ", loader.state().epoch + 1, "/", epochs);
+        print_progress(where, r, iv, s, eval);
+        iv = Interval();
+      }
+      if (!save_dir.empty() && (epoch_end || done)) s.save(save_dir, loader.state());
+    }
+  }
+};
 
 const char* kTrainUsage =
     "usage: otter-train train MODEL.onnx --data TRAIN.npz [options]\n"
@@ -379,30 +410,10 @@ int cmd_train(int argc, char** argv) {
               per_epoch, session->device().describe().c_str());
   if (session->steps_taken() >= total) std::printf("the checkpoint has already taken %" PRId64 " steps\n", total);
 
-  const int64_t log_every = log_every_flag ? log_every_flag : steps_flag ? std::max<int64_t>(1, total / 10) : 0;
+  TrainLoop loop{total, per_epoch, epochs, global, args.get("save"), eval ? &*eval : nullptr};
+  loop.log_every = log_every_flag ? log_every_flag : steps_flag ? std::max<int64_t>(1, total / 10) : 0;
   const auto t_start = std::chrono::steady_clock::now();
-  Interval iv;
-  StepResult last;
-  while (session->steps_taken() < total) {
-    auto batch = loader.next();
-    auto t0 = std::chrono::steady_clock::now();
-    last = session->train_step(batch);
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log.write(last, loader.state().epoch, global / std::max(secs, 1e-9));
-    iv.loss_sum += last.loss;
-    iv.seconds += secs;
-    iv.samples += global;
-    iv.skipped += last.skipped;
-    ++iv.steps;
-    const bool epoch_end = loader.state().position == per_epoch;
-    const bool done = last.step == total;
-    if (log_every ? last.step % log_every == 0 || done : epoch_end) {
-      std::string where = log_every ? "" : str_cat("epoch ", loader.state().epoch + 1, "/", epochs);
-      print_progress(where.empty() ? "train" : where, last, iv, *session, eval ? &*eval : nullptr);
-      iv = Interval();
-    }
-    if (args.has("save") && (epoch_end || done)) session->save(args.get("save"), loader.state());
-  }
+  loop.run(*session, loader, log);
   double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (eval) {
     EvalResult e = session->evaluate(*eval);

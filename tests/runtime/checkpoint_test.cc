@@ -6,7 +6,11 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <sstream>
 
+#include "graph/onnx_io.h"
+#include "graph/op_table.h"
 #include "runtime/checkpoint.h"
 #include "runtime/json.h"
 #include "runtime/training_session.h"
@@ -93,6 +97,56 @@ TEST(Checkpoint, TheDirectoryHoldsStateAndMetadata) {
     EXPECT_TRUE(names.count(n)) << n;
   EXPECT_FALSE(names.count("conv1.weight.grad.acc"));  // rewritten by the next step's first micro-batch
   EXPECT_FALSE(fs::exists(dir + ".tmp"));
+}
+
+// A linear classifier on the digits with training-mode Dropout, written to `path`: its steps depend
+// on the Dropout generator, which a checkpoint must carry.
+void write_dropout_model(const std::string& path) {
+  Graph g;
+  g.opset_imports[""] = 17;
+  Value* x = g.add_input("x", DataType::kFloat32, Shape({Dim("N"), Dim(64)}));
+  std::vector<float> w(640);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>((i * 37) % 17) - 0.08f;
+  Value* wv = g.add_initializer("w", Tensor::from_vector<float>({10, 64}, w), true);
+  Value* ratio = g.add_initializer("ratio", Tensor::scalar<float>(0.5f), false);
+  Tensor on(DataType::kBool, {});
+  on.data<bool>()[0] = true;
+  Value* train = g.add_initializer("training_mode", on, false);
+  Node* gemm = g.add_node("Gemm", {x, wv}, {"h"});
+  gemm->set_attr("transB", Attribute(int64_t{1}));
+  g.add_node("Dropout", {gemm->output(0), ratio, train}, {"logits", "mask"});
+  for (Node* n : g.node_list()) n->set_opset(17);
+  for (Node* n : g.node_list()) infer_node(*n);
+  g.add_output(g.value("logits"));
+  export_onnx_file(g, path);
+}
+
+TEST(Checkpoint, ResumeRestoresTheDropoutGenerator) {
+  TempDir tmp;
+  const std::string model = tmp.path + "/dropout.onnx", dir = tmp.path + "/ckpt";
+  write_dropout_model(model);
+  TrainingOptions o;
+  o.batch_size = 32;
+  o.seed = 5;
+  TrainRun straight(o, model, "digits/train.npz"), first(o, model, "digits/train.npz");
+  straight.steps(4);
+  first.steps(2);
+  first.save(dir);
+  TrainRun resumed(o, model, "digits/train.npz");
+  resumed.loader->set_state(resumed.session->load(dir));
+  resumed.steps(2);
+  expect_same_state(*straight.session, *resumed.session);
+  // The control: the same checkpoint with the generator of a fresh session (as if it were not
+  // saved) draws other masks, so the last two steps differ.
+  Checkpoint c = read_checkpoint(dir);
+  std::ostringstream fresh;
+  fresh << std::mt19937_64(5);
+  c.meta.rng = fresh.str();
+  TrainRun control(o, model, "digits/train.npz");
+  control.session->restore(c);
+  control.loader->set_state(c.meta.loader);
+  control.steps(2);
+  EXPECT_FALSE(control.session->tensor("w").bitwise_equal(straight.session->tensor("w")));
 }
 
 // Saves checkpoint A (3 steps), trains on, then lets `interrupt` break a save of B midway: A must

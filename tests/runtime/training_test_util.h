@@ -19,7 +19,10 @@
 
 namespace otter {
 
-inline std::string model_file(const std::string& rel) { return std::string(OTTER_SOURCE_DIR) + "/models/" + rel; }
+// A file under models/ (absolute paths pass through).
+inline std::string model_file(const std::string& rel) {
+  return rel.rfind('/', 0) == 0 ? rel : std::string(OTTER_SOURCE_DIR) + "/models/" + rel;
+}
 
 inline std::string error_of(const std::function<void()>& f) {
   try {
