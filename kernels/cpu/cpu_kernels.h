@@ -11,4 +11,7 @@ void register_cpu_matmul_kernels(KernelRegistry& r);       // matmul.cc: MatMul,
 void register_cpu_conv_kernels(KernelRegistry& r);         // conv.cc: Conv, pooling
 void register_cpu_nn_kernels(KernelRegistry& r);           // nn.cc: norms, softmax, losses, dropout
 void register_cpu_train_kernels(KernelRegistry& r);        // train.cc: accumulation, optimizers, scaler
+// half.cc: float16/bfloat16 versions of every float32-only kernel registered before it (computed in
+// float32, outputs rounded once); registered last.
+void register_cpu_half_kernels(KernelRegistry& r);
 }  // namespace otter

@@ -11,6 +11,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_conv_kernels(r);
   register_cpu_nn_kernels(r);
   register_cpu_train_kernels(r);
+  register_cpu_half_kernels(r);  // last: it derives half kernels from the float32 ones above
 }
 
 }  // namespace otter
