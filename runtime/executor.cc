@@ -86,6 +86,11 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
     if (v->kind() != ValueKind::kNode) keep[slot(v)] = true;
   for (const auto& [sl, step] : last_use)
     if (!keep[sl]) steps_[step].release.push_back(sl);
+  read_.assign(num_slots_, false);
+  for (const Step& st : steps_)
+    for (int sl : st.in_slots)
+      if (sl >= 0) read_[sl] = true;
+  for (const Value* v : outputs_) read_[slot(v)] = true;
   // Graph-held tensors go to the device once; runs read them from there.
   resident_.resize(num_slots_);
   for (const Value* v : g.values())
@@ -135,7 +140,7 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
       check_feed(v, it->second, symbols);
       slots[sl] = device_->to_device(it->second);
     } else if (v->kind() == ValueKind::kInput) {
-      fail("missing input '", v->name(), "' (", v->type_string(), ")");
+      if (read_[sl]) fail("missing input '", v->name(), "' (", v->type_string(), ")");
     } else {
       slots[sl] = resident_[sl];
     }

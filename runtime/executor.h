@@ -55,6 +55,7 @@ class Executor {
   Device* device_;
   std::vector<Step> steps_;
   std::vector<Tensor> resident_;  // per slot: graph-held data (initializers, state) on the device
+  std::vector<bool> read_;        // per slot: read by a node of this program (inputs others need not be fed)
   std::map<const Value*, int> slot_of_;
   int num_slots_ = 0;
   std::vector<const Value*> outputs_;
