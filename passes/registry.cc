@@ -9,12 +9,12 @@
 #include "passes/mixed_precision.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/pipelines.h"
 
 namespace otter {
 
 void register_all_passes(PassRegistry& r) {
-  // Order of the training pipeline (see default-train in a later pass): canonicalize first so the
-  // later passes see static shapes; the loss before autodiff, which differentiates it.
+  // The order in which the training pipeline runs these, and why: passes/pipelines.cc.
   r.add("canonicalize", [] { return std::make_unique<CanonicalizePass>(); });
   r.add("eval-mode", [] { return std::make_unique<EvalModePass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
@@ -24,6 +24,9 @@ void register_all_passes(PassRegistry& r) {
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
   r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
   r.add("cast-elimination", [] { return std::make_unique<CastEliminationPass>(); });
+  // Named pipelines last: they are built from the passes registered above.
+  r.add_alias("default-train", training_pipeline(TrainingPipelineOptions{}, r),
+              "the training pipeline of otter-train's defaults (cross-entropy, fp32, K=1, AdamW lr=1e-3)");
 }
 
 }  // namespace otter
