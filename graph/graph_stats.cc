@@ -178,9 +178,28 @@ void count_ops(const Graph& g, GraphStats& st) {
   for (auto& [k, c] : by_key) st.ops.push_back(c);
 }
 
-void count_tensors(const Graph& g, const Sizer& s, GraphStats& st) {
+// The node that writes state `v` (the producer of its new contents), or nullptr.
+const Node* writer_of(const Graph& g, const Value* v) {
+  auto upd = g.state_updates.find(const_cast<Value*>(v));
+  return upd != g.state_updates.end() && upd->second ? upd->second->producer() : nullptr;
+}
+
+// State by role: accumulators (Graph::gradients), the loss scale and what its update node also
+// writes (the good-step count), half-precision weight copies and other state written by the apply
+// program (optimizer moments, step counters), and the rest (running statistics).
+void count_state(const Graph& g, const Value* v, const Sizer& s, GraphStats& st) {
   std::unordered_set<const Value*> accumulators;
   for (const auto& [p, acc] : g.gradients) accumulators.insert(acc);
+  const Node* writer = writer_of(g, v);
+  const Node* scaler = g.loss_scale ? writer_of(g, g.loss_scale) : nullptr;
+  bool half = v->dtype() == DataType::kFloat16 || v->dtype() == DataType::kBFloat16;
+  if (accumulators.count(v)) add_tensor(st.accumulators, v, s);
+  else if (v == g.loss_scale || (writer && writer == scaler)) add_tensor(st.loss_scale, v, s);
+  else if (writer && writer->program() == Program::kApply) add_tensor(half ? st.half_copies : st.optimizer_state, v, s);
+  else add_tensor(st.model_state, v, s);
+}
+
+void count_tensors(const Graph& g, const Sizer& s, GraphStats& st) {
   for (const Value* v : g.values()) {
     if (v->kind() == ValueKind::kInput) {
       add_tensor(st.inputs, v, s);
@@ -188,12 +207,7 @@ void count_tensors(const Graph& g, const Sizer& s, GraphStats& st) {
       add_tensor(v->trainable() ? st.param_total : st.constants, v, s);
       if (v->trainable()) st.params.push_back({v->name(), v->type_string(), s.bytes(v)});
     } else if (v->kind() == ValueKind::kState) {
-      auto upd = g.state_updates.find(const_cast<Value*>(v));
-      const Node* writer = upd != g.state_updates.end() && upd->second ? upd->second->producer() : nullptr;
-      if (accumulators.count(v)) add_tensor(st.accumulators, v, s);
-      else if (v == g.loss_scale) add_tensor(st.loss_scale, v, s);
-      else if (writer && writer->program() == Program::kApply) add_tensor(st.optimizer_state, v, s);
-      else add_tensor(st.model_state, v, s);
+      count_state(g, v, s, st);
     }
   }
 }
@@ -271,8 +285,9 @@ std::string bytes_str(int64_t n) { return with_unit(n, "B", 1024); }
 std::string flops_str(int64_t n) { return with_unit(n, "FLOP", 1000); }
 
 std::string total_str(const TensorTotal& t) {
-  return str_cat(t.tensors, " tensor", t.tensors == 1 ? "" : "s", ", ", t.elements < 0 ? std::string("unknown") : std::to_string(t.elements),
-                 " elements, ", bytes_str(t.bytes));
+  return str_cat(t.tensors, " tensor", t.tensors == 1 ? "" : "s", ", ",
+                 t.elements < 0 ? std::string("unknown") : std::to_string(t.elements), " element",
+                 t.elements == 1 ? "" : "s", ", ", bytes_str(t.bytes));
 }
 
 std::string unbound_note(const GraphStats& s) {
@@ -334,6 +349,7 @@ void print_graph_stats(const GraphStats& s, std::ostream& os) {
   os << "  constants: " << total_str(s.constants) << "\n";
   os << "  state: gradient accumulators: " << total_str(s.accumulators) << "\n";
   os << "         optimizer state: " << total_str(s.optimizer_state) << "\n";
+  os << "         half weight copies: " << total_str(s.half_copies) << "\n";
   os << "         loss scale: " << total_str(s.loss_scale) << "\n";
   os << "         model state: " << total_str(s.model_state) << "\n";
   int64_t micro = s.forward_flops;
@@ -389,6 +405,7 @@ void write_graph_stats_json(const GraphStats& s, JsonWriter& w) {
   write_total(w, "constants", s.constants);
   write_total(w, "accumulators", s.accumulators);
   write_total(w, "optimizer_state", s.optimizer_state);
+  write_total(w, "half_copies", s.half_copies);
   write_total(w, "loss_scale", s.loss_scale);
   write_total(w, "model_state", s.model_state);
   write_total(w, "inputs", s.inputs);

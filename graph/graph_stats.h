@@ -1,5 +1,5 @@
 // Statistics of a (training) graph, as otter-opt --stats reports them: nodes by op and dtype,
-// parameters, constants and state with their bytes, estimated FLOPs of the forward, backward and
+// parameters, constants and state (by role) with their bytes, estimated FLOPs of the forward, backward and
 // apply parts, and the activation memory of one micro-batch.
 //
 // Symbolic dims (the batch N) are bound by a DimBindings map; a size that depends on an unbound
@@ -56,7 +56,11 @@ struct GraphStats {
   int64_t forward_nodes = 0, backward_nodes = 0, apply_nodes = 0;
   std::vector<OpCount> ops;  // sorted by op, then dtype
   std::vector<Sized> params;
-  TensorTotal param_total, constants, accumulators, optimizer_state, loss_scale, model_state, inputs;
+  TensorTotal param_total, constants, inputs;
+  // State by role: gradient accumulators; optimizer moments and step counters; half-precision
+  // copies of the weights (mixed precision); the loss scale with its good-step count; the rest
+  // (model state such as BatchNorm running statistics).
+  TensorTotal accumulators, optimizer_state, half_copies, loss_scale, model_state;
   int64_t forward_flops = 0, backward_flops = 0, apply_flops = 0;  // -1: unknown
   int64_t activation_peak_bytes = 0;  // -1: unknown
   std::string activation_peak_at;     // the node at which the peak is reached

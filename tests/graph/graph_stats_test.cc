@@ -98,7 +98,9 @@ TEST(GraphStats, ProductDimsResolve) {
 }
 
 // A training graph in ONNX text with otter's metadata: a gradient accumulator, an optimizer moment
-// written by the apply program, BatchNorm-like model state written by the micro-step, a loss scale.
+// written by the apply program, BatchNorm-like model state written by the micro-step, a loss scale,
+// and (added below: ONNX text has no float16 literals) a half copy of the weight written by the
+// apply program.
 constexpr const char* kTrainingGraph = R"(
   <ir_version: 8, opset_import: ["" : 17], metadata_props: [
      "otter.frozen" : "seed",
@@ -108,7 +110,7 @@ constexpr const char* kTrainingGraph = R"(
      "otter.apply_nodes" : "6,7,8"]>
   agraph (float[2,3] x) => (float loss, float[3] w_new, float[3] mom_new)
     <float[3] w = {1,2,3}, float seed = {1}, float[3] acc = {0,0,0}, float[3] mom = {0,0,0},
-     float[3] run = {0,0,0}, float scale = {1}>
+     float[3] run = {0,0,0}, float scale = {1}, int64[1] ax0 = {0}>
   {
     y = Mul(x, w)
     loss = ReduceSum<keepdims = 0>(y)
@@ -122,10 +124,14 @@ constexpr const char* kTrainingGraph = R"(
   })";
 
 TEST(GraphStats, StateRolesAndParts) {
-  std::string text = kTrainingGraph;
-  // An int64 axes constant for the ReduceSum; inserted here to keep the text above readable.
-  text.replace(text.find("float scale = {1}>"), 18, "float scale = {1}, int64[1] ax0 = {0}>");
-  auto g = import_onnx_text(text);
+  auto g = import_onnx_text(kTrainingGraph);
+  Value* w16 = g->add_state("w16", Tensor(DataType::kFloat16, {3}));
+  Node* cast = g->add_node("Cast", {g->value("w_new")}, {"w16_new"});
+  cast->set_attr("to", Attribute(int64_t{10}));
+  cast->set_program(Program::kApply);
+  cast->output(0)->set_dtype(DataType::kFloat16);
+  cast->output(0)->set_shape(Shape::of({3}));
+  g->state_updates[w16] = cast->output(0);
   auto parts = classify_parts(*g);
   auto part_of = [&](const std::string& out) { return parts.at(g->value(out)->producer()); };
   EXPECT_EQ(part_of("y"), GraphPart::kForward);
@@ -141,9 +147,11 @@ TEST(GraphStats, StateRolesAndParts) {
   EXPECT_EQ(s.model_state.tensors, 1);
   EXPECT_EQ(s.loss_scale.tensors, 1);
   EXPECT_EQ(s.loss_scale.bytes, 4);
+  EXPECT_EQ(s.half_copies.tensors, 1);
+  EXPECT_EQ(s.half_copies.bytes, 6);
   EXPECT_EQ(s.forward_nodes, 3);
   EXPECT_EQ(s.backward_nodes, 3);
-  EXPECT_EQ(s.apply_nodes, 3);
+  EXPECT_EQ(s.apply_nodes, 4);
   // New contents of state (acc_new, run_new) are not activations: the micro-step's live values
   // are y (24 B), loss (4), y_grad (24) and shape2 (16): y dies at loss; peak at y_grad's Expand:
   // loss + shape2 + y_grad = 44 B (y is already freed).
