@@ -155,6 +155,57 @@ void report_stats(const StatsInstrument& passes, const Graph& g, const DimBindin
   print_graph_stats(st, os);
 }
 
+int list_passes(const std::string& format) {
+  OTTER_CHECK(format == "text" || format == "md", "otter-opt: --list-passes prints --format text or md, not '",
+              format, "'");
+  if (format == "md") list_passes_markdown(PassRegistry::instance(), std::cout);
+  else list_passes_text(PassRegistry::instance(), std::cout);
+  return 0;
+}
+
+// --passes less --disable.
+void add_pipeline(const cli::Args& args, PassManager& pm) {
+  pm.set_disabled(split_names(args.get("disable")));
+  pm.add_pipeline(args.get("passes"));
+  for (const std::string& n : pm.unused_disabled())
+    fail("otter-opt: --disable=", n, ": pass '", n, "' is not in the pipeline '", args.get("passes"), "'");
+}
+
+// The dumps asked for, checked against the pipeline and the format before the model is read.
+PrintSelection checked_selection(const cli::Args& args, const PassManager& pm, GraphFormat gf) {
+  PrintSelection sel = selection_from(args);
+  check_selected(sel.after, "print-after", pm);
+  check_selected(sel.before, "print-before", pm);
+  OTTER_CHECK(!sel.diff || gf == GraphFormat::kText, "otter-opt: --diff compares the text form; drop --format ",
+              args.get("format"));
+  OTTER_CHECK(!args.has("batch") || args.get_int("batch", 0) > 0, "otter-opt: --batch must be positive, got '",
+              args.get("batch"), "'");
+  return sel;
+}
+
+// Reads the model, runs the pipeline with the instruments asked for, and writes the results.
+int transform(const cli::Args& args, const PrintSelection& sel, GraphFormat gf, PassManager& pm) {
+  auto g = import_onnx_file(args.positional()[0]);
+  CpuConstantEvaluator evaluator;
+  pm.context().evaluator = &evaluator;
+  pm.set_verify(!args.has("no-verify"));
+  std::unique_ptr<PrintInstrument> printer;
+  if (!sel.empty()) {
+    printer = std::make_unique<PrintInstrument>(std::cout, sel, gf, args.get("dump-dir"));
+    pm.add_instrument(printer.get());
+  }
+  StatsInstrument stats;
+  if (args.has("stats")) pm.add_instrument(&stats);
+  TimingInstrument timing;
+  if (args.has("timing")) pm.add_instrument(&timing);
+  pm.run(*g);
+  if (args.has("o")) export_onnx_file(*g, args.get("o"));
+  else if (!printer) print_graph_as(*g, gf, std::cout);
+  if (args.has("timing")) timing.report(std::cerr);
+  if (args.has("stats")) report_stats(stats, *g, batch_bindings(args, *g), gf, std::cerr);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   cli::Args args("otter-opt", {
       {"passes", true, "pipeline to run (passes and named pipelines)", "PIPELINE"},
@@ -181,52 +232,16 @@ int run(int argc, char** argv) {
     std::cout << kUsage << args.help();
     return 0;
   }
-  PassRegistry& reg = PassRegistry::instance();
-  std::string format = args.get("format", "text");
-  if (args.has("list-passes")) {
-    OTTER_CHECK(format == "text" || format == "md", "otter-opt: --list-passes prints --format text or md, not '",
-                format, "'");
-    if (format == "md") list_passes_markdown(reg, std::cout);
-    else list_passes_text(reg, std::cout);
-    return 0;
-  }
-  GraphFormat gf = graph_format_from_name(format);
+  if (args.has("list-passes")) return list_passes(args.get("format", "text"));
+  GraphFormat gf = graph_format_from_name(args.get("format", "text"));
   PassManager pm;
-  pm.set_disabled(split_names(args.get("disable")));
-  pm.add_pipeline(args.get("passes"));
-  for (const std::string& n : pm.unused_disabled())
-    fail("otter-opt: --disable=", n, ": pass '", n, "' is not in the pipeline '", args.get("passes"), "'");
+  add_pipeline(args, pm);
   if (args.has("print-pipeline")) {
     std::cout << pm.pipeline_text() << "\n";
     return 0;
   }
   if (args.positional().size() != 1) fail("otter-opt: expected exactly one model file (see otter-opt --help)");
-  PrintSelection sel = selection_from(args);
-  check_selected(sel.after, "print-after", pm);
-  check_selected(sel.before, "print-before", pm);
-  OTTER_CHECK(!sel.diff || gf == GraphFormat::kText, "otter-opt: --diff compares the text form; drop --format ",
-              format);
-  OTTER_CHECK(!args.has("batch") || args.get_int("batch", 0) > 0, "otter-opt: --batch must be positive, got '",
-              args.get("batch"), "'");
-  auto g = import_onnx_file(args.positional()[0]);
-  CpuConstantEvaluator evaluator;
-  pm.context().evaluator = &evaluator;
-  pm.set_verify(!args.has("no-verify"));
-  std::unique_ptr<PrintInstrument> printer;
-  if (!sel.empty()) {
-    printer = std::make_unique<PrintInstrument>(std::cout, sel, gf, args.get("dump-dir"));
-    pm.add_instrument(printer.get());
-  }
-  StatsInstrument stats;
-  if (args.has("stats")) pm.add_instrument(&stats);
-  TimingInstrument timing;
-  if (args.has("timing")) pm.add_instrument(&timing);
-  pm.run(*g);
-  if (args.has("o")) export_onnx_file(*g, args.get("o"));
-  else if (!printer) print_graph_as(*g, gf, std::cout);
-  if (args.has("timing")) timing.report(std::cerr);
-  if (args.has("stats")) report_stats(stats, *g, batch_bindings(args, *g), gf, std::cerr);
-  return 0;
+  return transform(args, checked_selection(args, pm, gf), gf, pm);
 }
 
 }  // namespace
