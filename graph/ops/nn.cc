@@ -660,6 +660,8 @@ void register_nn_grad_ops(OpTable& t) {
   infer::add_otter_op(t, "NegativeLogLikelihoodLossGrad", infer_loss_grad, P::kFp32,
                       "NegativeLogLikelihoodLossGrad(dL, input, labels, weights?) {reduction, ignore_index}: "
                       "-weight * dL / norm at each label, 0 elsewhere");
+  // A column's sum is read before any of its dX is written: dX may take over dY's buffer.
+  for (const char* op : {"SoftmaxGrad", "LogSoftmaxGrad"}) t.mutable_find(kOtterDomain, op, 1)->inplace = true;
 }
 
 void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionClass p, bool inplace,
@@ -715,6 +717,8 @@ void register_nn_ops(OpTable& t) {
   // Only X shares the output's type: the parameters, statistics and ratio have type variables of
   // their own (T1, T2), so a half X keeps fp32 scale, bias and running statistics.
   for (const char* op : {"BatchNormalization", "Dropout"}) t.mutable_find("", op, kMax)->precision_inputs = {0};
+  // Inference-mode Dropout returns its input as is.
+  t.mutable_find("", "Dropout", kMax)->views = {{0, 0}};
   register_nn_grad_ops(t);
 }
 
