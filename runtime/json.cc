@@ -39,12 +39,21 @@ JsonObject& JsonObject::raw(const std::string& key, const std::string& text) {
 
 JsonObject& JsonObject::add(const std::string& key, const std::string& value) { return raw(key, json_quote(value)); }
 
-JsonObject& JsonObject::add(const std::string& key, double value) {
-  if (!std::isfinite(value)) return raw(key, "null");
+namespace {
+
+template <typename T>
+std::string shortest(T value) {
+  if (!std::isfinite(value)) return "null";
   char buf[32];
   auto r = std::to_chars(buf, buf + sizeof(buf), value);
-  return raw(key, std::string(buf, r.ptr));
+  return std::string(buf, r.ptr);
 }
+
+}  // namespace
+
+JsonObject& JsonObject::add(const std::string& key, double value) { return raw(key, shortest(value)); }
+
+JsonObject& JsonObject::add(const std::string& key, float value) { return raw(key, shortest(value)); }
 
 JsonObject& JsonObject::add(const std::string& key, int64_t value) { return raw(key, std::to_string(value)); }
 

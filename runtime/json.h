@@ -18,6 +18,8 @@ class JsonObject {
   JsonObject& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
   // Shortest text that reads back as the same double; null for NaN and infinities (JSON has none).
   JsonObject& add(const std::string& key, double value);
+  // The shortest text that reads back as the same float (0.01f prints as 0.01, not 0.0099999998).
+  JsonObject& add(const std::string& key, float value);
   JsonObject& add(const std::string& key, int64_t value);
   JsonObject& add(const std::string& key, int value) { return add(key, static_cast<int64_t>(value)); }
   JsonObject& add(const std::string& key, bool value);

@@ -302,8 +302,8 @@ class StepLog {
                 .add("step", r.step)
                 .add("epoch", epoch)
                 .add("loss", r.loss)
-                .add("lr", r.lr)
-                .add("loss_scale", r.loss_scale)
+                .add("lr", static_cast<float>(r.lr))  // the float32 values the graph used
+                .add("loss_scale", static_cast<float>(r.loss_scale))
                 .add("skipped", r.skipped)
                 .add("samples_per_s", samples_per_s)
                 .str()
