@@ -11,6 +11,7 @@
 
 #include "graph/op_table.h"
 #include "kernels/common/half.h"
+#include "kernels/cpu/half.h"
 #include "kernels/kernel.h"
 
 namespace otter {
@@ -255,6 +256,40 @@ TEST_P(HalfKernelTest, AccumulateIntoFp32) {
 
 INSTANTIATE_TEST_SUITE_P(Types, HalfKernelTest, ::testing::Values(DataType::kFloat16, DataType::kBFloat16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// The bulk conversions of the half kernels (F16C where the CPU has it) give exactly the values of
+// half.h's functions: every half widens to the same float; every float near a rounding decision
+// (each half value, each midpoint between neighbours, one float ulp either side, beyond the range,
+// subnormals) rounds to the same half, for float16 and bfloat16. NaNs stay NaNs.
+TEST(HalfBulkConversionTest, MatchesTheScalarFunctions) {
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    Tensor all(t, {65536});
+    for (uint32_t i = 0; i < 65536; ++i) static_cast<uint16_t*>(all.raw())[i] = static_cast<uint16_t>(i);
+    Tensor wide = cpu::widen_to_float(all);
+    std::vector<float> probes;
+    for (uint32_t i = 0; i < 65536; ++i) {
+      float f = half_value(static_cast<uint16_t>(i), t), w = wide.data<float>()[i];
+      if (std::isnan(f)) {
+        ASSERT_TRUE(std::isnan(w)) << std::hex << i;
+        continue;
+      }
+      ASSERT_EQ(w, f) << dtype_name(t) << " " << std::hex << i;
+      float next = half_value(static_cast<uint16_t>(i + 1), t);
+      probes.push_back(f);
+      if (i + 1 < 65536 && std::isfinite(next) && std::isfinite(f) && (i & 0x7fff) != 0x7fff) {
+        float mid = f + (next - f) / 2;
+        probes.insert(probes.end(), {mid, std::nextafter(mid, -INFINITY), std::nextafter(mid, INFINITY)});
+      }
+    }
+    probes.insert(probes.end(), {1e30f, -1e30f, INFINITY, -INFINITY, 65520.f, 65519.99f, 1e-9f, -3e-8f});
+    Tensor src = Tensor::from_vector<float>({static_cast<int64_t>(probes.size())}, probes);
+    Tensor dst(t, src.dims());
+    cpu::round_into(src, dst);
+    for (size_t k = 0; k < probes.size(); ++k)
+      ASSERT_EQ(static_cast<const uint16_t*>(dst.raw())[k], round_bits(probes[k], t))
+          << dtype_name(t) << " " << std::hexfloat << probes[k];
+  }
+}
 
 TEST(HalfCastTest, RoundsToNearestEvenAndSaturatesToInf) {
   // 1 + 2^-11 is a tie between 1 and 1 + 2^-10 in fp16 (even: 1); 1 + 3 * 2^-11 rounds up (even).
