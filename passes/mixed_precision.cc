@@ -74,7 +74,7 @@ class MixedPrecision {
   void find_loss_subgraph() {
     Value* loss = g_.find_value(o_.loss);
     if (!loss) {
-      OTTER_CHECK(!o_.require_loss, "mixed-precision: no loss value '", o_.loss, "' (run add-loss first)");
+      OTTER_CHECK(!o_.require_loss, "mixed-precision: no loss value '", o_.loss, "' in the graph");
       return;
     }
     std::unordered_set<const Node*> ancestors;

@@ -5,7 +5,12 @@
 // types as half is rounded once, to nearest even. CPU numerics thus match the GPU's up to
 // summation order. GEMMs convert their operands whole and call OpenBLAS's sgemm.
 #include <memory>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -16,12 +21,49 @@ namespace otter {
 
 namespace cpu {
 
+namespace {
+
+// float16 <-> float32 of whole runs: the x86 F16C instructions where the CPU has them (IEEE
+// conversions: exact widening, round-to-nearest-even narrowing, the same values as half.h's
+// functions, which the tests check exhaustively), else half.h per element. Bulk conversion is what
+// the half kernels spend their extra time on; F16C makes it several times faster.
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void widen_f16c(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  for (; i < n; ++i) y[i] = half_to_float(x[i]);
+}
+
+__attribute__((target("avx,f16c"))) void round_f16c(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
+bool have_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+#else
+bool have_f16c() { return false; }
+void widen_f16c(const uint16_t*, float*, int64_t) {}
+void round_f16c(const float*, uint16_t*, int64_t) {}
+#endif
+
+}  // namespace
+
 Tensor widen_to_float(const Tensor& t) {
   Tensor out(DataType::kFloat32, t.dims());
+  float* y = out.data<float>();
   OTTER_DISPATCH_HALF(t.dtype(), S, [&] {
     const S* x = static_cast<const S*>(t.raw());
-    float* y = out.data<float>();
     parallel_ranges(t.numel(), [&](int64_t b, int64_t e) {
+      if (std::is_same_v<S, Half> && have_f16c()) {
+        widen_f16c(reinterpret_cast<const uint16_t*>(x) + b, y + b, e - b);
+        return;
+      }
       for (int64_t i = b; i < e; ++i) y[i] = load(x[i]);
     });
   });
@@ -31,10 +73,14 @@ Tensor widen_to_float(const Tensor& t) {
 void round_into(const Tensor& src, Tensor& dst) {
   OTTER_CHECK(src.dtype() == DataType::kFloat32 && src.dims() == dst.dims(), "round_into: ", src.describe(),
               " into ", dst.describe());
+  const float* x = src.data<float>();
   OTTER_DISPATCH_HALF(dst.dtype(), S, [&] {
-    const float* x = src.data<float>();
     S* y = static_cast<S*>(dst.raw());
     parallel_ranges(src.numel(), [&](int64_t b, int64_t e) {
+      if (std::is_same_v<S, Half> && have_f16c()) {
+        round_f16c(x + b, reinterpret_cast<uint16_t*>(y) + b, e - b);
+        return;
+      }
       for (int64_t i = b; i < e; ++i) y[i] = store<S>(x[i]);
     });
   });
