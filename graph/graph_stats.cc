@@ -8,6 +8,7 @@
 
 #include "graph/graph_part.h"
 #include "graph/json_writer.h"
+#include "graph/liveness.h"
 #include "graph/op_table.h"
 #include "graph/ops/infer_util.h"
 
@@ -225,43 +226,45 @@ void count_flops(const Graph& g, const Sizer& s, GraphStats& st) {
   }
 }
 
+// Liveness from graph/liveness.h (views share their root's buffer, which lives until the view's
+// last read); graph outputs and values the apply program reads live to the end of the micro-step.
 void measure_activations(const Graph& g, const Sizer& s, GraphStats& st) {
-  std::vector<const Node*> order;
-  for (const auto& n : g.nodes())
-    if (n->program() == Program::kMicroStep) order.push_back(n.get());
-  std::unordered_map<const Node*, size_t> position;
-  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
-  std::unordered_set<const Value*> state_contents;
+  std::vector<const Node*> order = program_nodes(g, Program::kMicroStep);
+  std::vector<Lifetime> lives = program_lifetimes(g, Program::kMicroStep);
+  if (order.empty()) return;
+  const int end = static_cast<int>(order.size()) - 1;
+  std::unordered_set<const Value*> state_contents, kept;
   for (const auto& [state, u] : g.state_updates) state_contents.insert(u);
-  // Index of the node after which each activation can be freed.
-  auto last_use = [&](const Value* v, size_t produced) {
-    if (v->is_graph_output()) return order.size();
-    size_t last = produced;
-    for (const auto& [n, idx] : v->uses()) {
-      if (n->program() == Program::kApply) return order.size();
-      last = std::max(last, position.at(n));
+  for (const Value* o : g.outputs()) kept.insert(o);
+  for (const auto& n : g.nodes())
+    if (n->program() == Program::kApply)
+      for (const Value* in : n->inputs()) kept.insert(in);
+  std::unordered_map<const Value*, Lifetime*> by_value;
+  for (Lifetime& lt : lives) by_value[lt.value] = &lt;
+  for (Lifetime& lt : lives) {
+    if (!kept.count(lt.value)) continue;
+    Lifetime* root = lt.view_of && by_value.count(lt.view_of) ? by_value.at(lt.view_of) : &lt;
+    root->last = end;
+  }
+  std::vector<int64_t> allocated(order.size(), 0), freed(order.size(), 0);
+  for (const Lifetime& lt : lives) {
+    if (lt.view_of || state_contents.count(lt.value)) continue;
+    int64_t b = s.bytes(lt.value);
+    if (b < 0) {
+      st.activation_peak_bytes = -1;
+      return;
     }
-    return last;
-  };
-  std::vector<std::vector<const Value*>> frees(order.size() + 1);
+    allocated[lt.first] += b;
+    freed[lt.last] += b;
+  }
   int64_t live = 0;
   for (size_t i = 0; i < order.size(); ++i) {
-    for (const Value* o : order[i]->outputs()) {
-      if (!o || state_contents.count(o)) continue;
-      int64_t b = s.bytes(o);
-      if (b < 0) {
-        st.activation_peak_bytes = -1;
-        st.activation_peak_at.clear();
-        return;
-      }
-      live += b;
-      frees[last_use(o, i)].push_back(o);
-    }
+    live += allocated[i];
     if (live > st.activation_peak_bytes) {
       st.activation_peak_bytes = live;
       st.activation_peak_at = order[i]->describe();
     }
-    for (const Value* v : frees[i]) live -= s.bytes(v);
+    live -= freed[i];
   }
 }
 
@@ -323,6 +326,9 @@ GraphStats compute_graph_stats(const Graph& g, const DimBindings& bindings) {
   count_tensors(g, s, st);
   count_flops(g, s, st);
   measure_activations(g, s, st);
+  for (const auto& [prog, plan] : g.memory_plans)
+    st.memory_plans.push_back({prog == Program::kApply ? "apply" : "micro-step", plan.arena_bytes,
+                               plan.unplanned_peak_bytes, static_cast<int64_t>(plan.buffers.size())});
   return st;
 }
 
@@ -362,6 +368,9 @@ void print_graph_stats(const GraphStats& s, std::ostream& os) {
   if (!s.activation_peak_at.empty()) os << " at " << s.activation_peak_at;
   os << (s.activation_peak_bytes < 0 ? note : "") << "\n";
   os << "  micro-batch inputs: " << total_str(s.inputs) << (s.inputs.bytes < 0 ? note : "") << "\n";
+  for (const auto& p : s.memory_plans)
+    os << "  memory plan (" << p.program << "): arena " << bytes_str(p.arena_bytes) << " for " << p.buffers
+       << " buffers (free after last use: " << bytes_str(p.unplanned_peak_bytes) << ")\n";
 }
 
 void write_graph_stats_json(const GraphStats& s, JsonWriter& w) {
@@ -417,6 +426,17 @@ void write_graph_stats_json(const GraphStats& s, JsonWriter& w) {
   w.end_object();
   known_field(w, "activation_peak_bytes", s.activation_peak_bytes);
   w.field("activation_peak_at", s.activation_peak_at);
+  w.key("memory_plans");
+  w.begin_array();
+  for (const auto& p : s.memory_plans) {
+    w.begin_object();
+    w.field("program", p.program);
+    w.field("arena_bytes", p.arena_bytes);
+    w.field("unplanned_peak_bytes", p.unplanned_peak_bytes);
+    w.field("buffers", p.buffers);
+    w.end_object();
+  }
+  w.end_array();
   w.end_object();
 }
 

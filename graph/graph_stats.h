@@ -14,12 +14,13 @@
 // movement (Reshape, Transpose, Gather, Concat, Cast, ...) none; every other op one per output
 // element. The table of these cost classes lives here: it serves the statistics only.
 //
-// Activation memory: liveness over the micro-step program in node order. A value produced by a
-// micro-step node lives from its producer to its last micro-step use; graph outputs and values the
+// Activation memory: liveness over the micro-step program in node order (graph/liveness.h). A
+// value produced by a micro-step node lives from its producer to its last micro-step use (a view,
+// OpDef::views, shares its input's buffer and extends its life); graph outputs and values the
 // apply program reads live to the end; new contents of state (accumulators written in place) are
-// state, not activations. Every output is counted as its own buffer (views such as Reshape and
-// in-place reuse are not modelled), so the peak of the live bytes is an upper bound of what a
-// memory plan needs for one micro-batch; the micro-batch inputs are reported beside it.
+// state, not activations. In-place reuse is not modelled, so the peak of the live bytes is what
+// the executor allocates without a plan (free after last use); the memory-plan pass's arenas,
+// when it ran, are reported beside it, and so are the micro-batch inputs.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +65,11 @@ struct GraphStats {
   int64_t forward_flops = 0, backward_flops = 0, apply_flops = 0;  // -1: unknown
   int64_t activation_peak_bytes = 0;  // -1: unknown
   std::string activation_peak_at;     // the node at which the peak is reached
+  struct Plan {
+    std::string program;  // "micro-step", "apply"
+    int64_t arena_bytes = 0, unplanned_peak_bytes = 0, buffers = 0;
+  };
+  std::vector<Plan> memory_plans;  // recorded by the memory-plan pass, if it ran
 };
 
 GraphStats compute_graph_stats(const Graph& g, const DimBindings& bindings = {});
