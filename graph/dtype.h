@@ -28,6 +28,8 @@ std::string_view dtype_name(DataType t);
 DataType dtype_from_name(std::string_view s);
 bool is_float(DataType t);
 bool is_integer(DataType t);
+// The 16-bit float types (float16, bfloat16): stored in half, computed in float.
+inline bool is_half(DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; }
 // ONNX TensorProto::DataType codes.
 int dtype_to_onnx(DataType t);
 // Returns kUndefined for codes otter does not support.

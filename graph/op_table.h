@@ -65,6 +65,10 @@ struct OpDef {
   int until_version = 1 << 30;  // inclusive
   InferFn infer;
   PrecisionClass precision = PrecisionClass::kNone;
+  // The inputs that take the op's precision, sharing the output's ONNX type variable (the
+  // mixed-precision pass casts these); empty: every float input. The others keep their own type,
+  // such as BatchNormalization's scale, bias and running statistics (T1, T2) or Dropout's ratio.
+  std::vector<int> precision_inputs;
   // Output 0 may reuse the buffer of input 0 (element-wise ops of equal shape and dtype).
   bool inplace = false;
   // (output, input) pairs where the kernel may return the output as a view of the input's buffer

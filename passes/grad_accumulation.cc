@@ -29,14 +29,25 @@ void scale_seed(Graph& g, int64_t steps) {
   n->set_attr("k", Attribute(n->attr_i("k", 1) * steps));
 }
 
-// A 2-D weight-gradient GEMM (MatMul or Gemm without C) that can accumulate into `acc` itself.
+// A half gradient that autodiff widened for the fp32 accumulator (the gradient of mixed
+// precision's Cast of the weight) is read directly: the accumulating kernels widen it exactly,
+// so the Cast goes. `grad` must be unused (it has left the graph outputs).
+Value* unwiden(Graph& g, Value* grad) {
+  Node* c = grad->producer();
+  if (!c || !c->domain().empty() || c->op_type() != "Cast" || !grad->uses().empty() || grad->is_graph_output())
+    return grad;
+  Value* src = c->input(0);
+  if (!is_half(src->dtype()) || grad->dtype() != DataType::kFloat32) return grad;
+  g.remove_node(c);
+  return src;
+}
+
+// A 2-D weight-gradient GEMM (MatMul or Gemm without C) that can accumulate into `acc` itself:
+// in the accumulator's type, or in half into an fp32 accumulator (products summed in fp32).
 bool fusable(const Value* grad, const Value* acc) {
   Node* n = grad->producer();
-  if (!n || !n->domain().empty() || grad->uses().size() != 0) return false;
-  int outputs_using = 0;
-  for (const Value* o : grad->graph()->outputs()) outputs_using += (o == grad);
-  if (outputs_using != 1) return false;
-  if (grad->dtype() != acc->dtype()) return false;
+  if (!n || !n->domain().empty() || !grad->uses().empty() || grad->is_graph_output()) return false;
+  if (grad->dtype() != acc->dtype() && !(is_half(grad->dtype()) && acc->dtype() == DataType::kFloat32)) return false;
   if (n->op_type() == "MatMul") {
     return n->input(0)->shape().rank() == 2 && n->input(1)->shape().rank() == 2 && n->input(0)->shape().rank_known &&
            n->input(1)->shape().rank_known;
@@ -47,9 +58,18 @@ bool fusable(const Value* grad, const Value* acc) {
 
 }  // namespace
 
+std::string grad_accumulation_precondition(const Graph& g) {
+  if (g.gradients.empty() || !g.loss_seed) return "the graph has no gradients: run autodiff first";
+  for (const auto& [p, grad] : g.gradients)
+    if (grad && grad->kind() == ValueKind::kState)
+      return str_cat("the gradient of '", p->name(), "' is already accumulated state (grad-accumulation ran before)");
+  return "";
+}
+
 GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
   OTTER_CHECK(steps >= 1, "grad-accumulation: steps must be >= 1, got ", steps);
-  OTTER_CHECK(!g.gradients.empty(), "grad-accumulation: no gradients in the graph (run autodiff first)");
+  std::string unmet = grad_accumulation_precondition(g);
+  OTTER_CHECK(unmet.empty(), "grad-accumulation: ", unmet);
   GradAccumulationStats st;
   g.opset_imports.emplace(kOtterDomain, 1);
   scale_seed(g, steps);
@@ -62,6 +82,8 @@ GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
     Value* acc = g.add_state(acc_name, Tensor(acc_type, p->shape().static_dims()));
     Value* result = nullptr;
     outputs.erase(std::remove(outputs.begin(), outputs.end(), grad), outputs.end());
+    g.set_outputs(outputs);
+    grad = unwiden(g, grad);
     if (fusable(grad, acc)) {
       Node* mm = grad->producer();
       bool ta = false, tb = false;
@@ -78,7 +100,6 @@ GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
       if (alpha != 1.f) fused->set_attr("alpha", Attribute(alpha));
       infer_node(*fused);
       result = fused->output(0);
-      g.set_outputs(outputs);
       g.remove_node(mm);
       ++st.grads_fused;
     } else {
@@ -100,6 +121,10 @@ std::string GradAccumulationPass::summary() const {
 
 std::vector<PassOption> GradAccumulationPass::options() const {
   return {{"steps", PassOption::Type::kInt, "1", "micro-batches per optimizer step (K)", {}}};
+}
+
+std::string GradAccumulationPass::unmet_precondition(const Graph& g) const {
+  return grad_accumulation_precondition(g);
 }
 
 void GradAccumulationPass::run(Graph& g, PassContext&) {

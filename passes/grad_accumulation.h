@@ -6,8 +6,11 @@
 // `p.grad.acc` (fp32 zeros) written by the micro-step program: the first micro-step of an
 // optimizer step writes it, later ones add in place (ai.otter.AccumulateGrad). Where the gradient
 // is a 2-D weight GEMM used only here, the GEMM itself accumulates (ai.otter.GemmAccumulate, beta 0
-// then 1) and the separate add disappears: counter grads_fused. The gradient outputs leave the
-// graph outputs; Graph::gradients then names the accumulators, which the optimizer reads.
+// then 1) and the separate add disappears: counter grads_fused. A half gradient that a Cast
+// widens for its fp32 accumulator (mixed precision) is accumulated directly, the kernels widening
+// it exactly: its GEMM sums fp16/bf16 products in fp32 straight into the accumulator, or
+// AccumulateGrad adds it. The gradient outputs leave the graph outputs; Graph::gradients then
+// names the accumulators, which the optimizer reads.
 // Does not: zero accumulators (no kernel does; the first micro-step overwrites), nor touch the
 // forward graph.
 //
@@ -27,12 +30,15 @@ struct GradAccumulationStats {
 };
 
 GradAccumulationStats grad_accumulation(Graph& g, int64_t steps);
+// "" when the graph has unaccumulated gradients, else what is missing.
+std::string grad_accumulation_precondition(const Graph& g);
 
 class GradAccumulationPass : public Pass {
  public:
   std::string name() const override { return "grad-accumulation"; }
   std::string summary() const override;
   std::vector<PassOption> options() const override;
+  std::string unmet_precondition(const Graph& g) const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 

@@ -3,6 +3,7 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "passes/mixed_precision.h"
 
 namespace otter {
 
@@ -19,7 +20,35 @@ Node* apply_node(Graph& g, const std::string& op, const std::vector<Value*>& ins
   return n;
 }
 
+// Appends the weight's half copy (when it has one) as the update's last input and output.
+void with_half_copy(Value* half, std::vector<Value*>& ins, std::vector<std::string>& outs) {
+  if (!half) return;
+  ins.push_back(half);
+  outs.push_back(half->name() + ".new");
+}
+
+// A LossScaleUpdate that loss-scale placed before the optimizer existed reads this finite check
+// and moves to the end of the apply program, where loss-scale puts it when it runs second.
+void wire_loss_scale_update(Graph& g, Value* finite) {
+  for (Node* n : g.node_list()) {
+    if (n->op_type() != "LossScaleUpdate" || n->has_input(2)) continue;
+    n->set_input(2, finite);
+    g.move_before(n, nullptr);
+  }
+}
+
 }  // namespace
+
+std::string optimizer_precondition(const Graph& g) {
+  if (g.gradients.empty()) return "the graph has no gradients: run autodiff, then grad-accumulation first";
+  for (const auto& [p, acc] : g.gradients)
+    if (!acc || acc->kind() != ValueKind::kState)
+      return str_cat("the gradient of '", p->name(), "' is not accumulated state: run grad-accumulation first");
+  for (const auto& n : g.nodes())
+    if (n->program() == Program::kApply && n->op_type() != "LossScaleUpdate")
+      return str_cat("the graph already has an optimizer (", n->describe(), ")");
+  return "";
+}
 
 OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
   OptimizerConfig c = cfg;
@@ -32,13 +61,8 @@ OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
               "' needs total (the number of optimizer steps)");
   if (c.weight_decay < 0) c.weight_decay = c.type == "adamw" ? 0.01 : 0.0;
   if (c.momentum < 0) c.momentum = c.type == "momentum" ? 0.9 : 0.0;
-  OTTER_CHECK(!g.gradients.empty(), "optimizer: no gradients (run autodiff and grad-accumulation first)");
-  for (auto& [p, acc] : g.gradients)
-    OTTER_CHECK(acc->kind() == ValueKind::kState, "optimizer: the gradient of '", p->name(),
-                "' is not accumulated state (run grad-accumulation first)");
-  for (const auto& n : g.nodes())
-    OTTER_CHECK(n->program() != Program::kApply || n->op_type() == "LossScaleUpdate",
-                "optimizer: the graph already has an optimizer (", n->describe(), ")");
+  std::string unmet = optimizer_precondition(g);
+  OTTER_CHECK(unmet.empty(), "optimizer: ", unmet);
   g.opset_imports.emplace(kOtterDomain, 1);
   OptimizerStats st;
 
@@ -70,6 +94,7 @@ OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
     OTTER_CHECK(p->dtype() == DataType::kFloat32 || p->dtype() == DataType::kFloat64, "optimizer: parameter '",
                 p->name(), "' must be a float32 master weight");
     Tensor zeros(p->dtype(), p->shape().static_dims());
+    Value* half = hoist_weight_cast(g, p);  // the micro-step program's half copy, now state
     if (c.type == "adam" || c.type == "adamw") {
       Value* m = g.add_state(g.unique_name(p->name() + ".exp_avg"), zeros);
       Value* v = g.add_state(g.unique_name(p->name() + ".exp_avg_sq"), zeros.clone());
@@ -78,11 +103,14 @@ OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
                                          {"eps", Attribute(static_cast<float>(c.eps))}};
       if (c.weight_decay) a["weight_decay"] = Attribute(static_cast<float>(c.weight_decay));
       if (c.type == "adamw") a["decoupled"] = Attribute(int64_t{1});
-      Node* u = apply_node(g, "AdamUpdate", {p, acc, m, v, step, lr, gscale, finite},
-                           {p->name() + ".new", m->name() + ".new", v->name() + ".new"}, a);
+      std::vector<Value*> ins{p, acc, m, v, step, lr, gscale, finite};
+      std::vector<std::string> outs{p->name() + ".new", m->name() + ".new", v->name() + ".new"};
+      with_half_copy(half, ins, outs);
+      Node* u = apply_node(g, "AdamUpdate", ins, outs, a);
       g.state_updates[p] = u->output(0);
       g.state_updates[m] = u->output(1);
       g.state_updates[v] = u->output(2);
+      if (half) g.state_updates[half] = u->output(3);
       st.state_tensors += 2;
     } else {
       std::map<std::string, Attribute> a;
@@ -94,15 +122,20 @@ OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
         mom = g.add_state(g.unique_name(p->name() + ".momentum_buffer"), zeros);
         ++st.state_tensors;
       }
-      Node* u = apply_node(g, "SGDUpdate", {p, acc, mom, lr, gscale, finite},
-                           {p->name() + ".new", mom ? mom->name() + ".new" : ""}, a);
+      std::vector<Value*> ins{p, acc, mom, lr, gscale, finite};
+      std::vector<std::string> outs{p->name() + ".new", mom ? mom->name() + ".new" : ""};
+      with_half_copy(half, ins, outs);
+      Node* u = apply_node(g, "SGDUpdate", ins, outs, a);
       g.state_updates[p] = u->output(0);
       if (mom) g.state_updates[mom] = u->output(1);
+      if (half) g.state_updates[half] = u->output(2);
     }
     ++st.params_updated;
+    st.half_copies += half != nullptr;
   }
   Value* step_new = apply_node(g, "StepCount", {step, finite}, {step->name() + ".new"})->output(0);
   g.state_updates[step] = step_new;
+  wire_loss_scale_update(g, finite);
   // Metrics the apply program reports (the executor of each program returns the outputs it makes).
   g.add_output(lr);
   g.add_output(finite);
@@ -132,6 +165,8 @@ std::vector<PassOption> OptimizerPass::options() const {
   };
 }
 
+std::string OptimizerPass::unmet_precondition(const Graph& g) const { return optimizer_precondition(g); }
+
 void OptimizerPass::run(Graph& g, PassContext&) {
   reset_counters();
   OptimizerConfig c;
@@ -151,6 +186,7 @@ void OptimizerPass::run(Graph& g, PassContext&) {
   auto st = add_optimizer(g, c);
   count("params_updated", st.params_updated);
   count("state_tensors", st.state_tensors);
+  count("half_copies", st.half_copies);
 }
 
 }  // namespace otter

@@ -12,7 +12,15 @@
 //                                       %lr, %grad.scale, %found.finite)   (in place)
 //   %optimizer.step.new = ai.otter.StepCount(%optimizer.step, %found.finite)
 // so the unscale by S and the skip on non-finite gradients are inputs of every update; a skipped
-// step changes no parameter, moment or step counter. S is 1 until loss-scale makes it state.
+// step changes no parameter, moment or step counter. S is 1 until loss-scale makes it state; a
+// LossScaleUpdate that loss-scale placed in the apply program before this pass ran gets the finite
+// check as its input, so the two passes compose in either order.
+// Mixed precision: the micro-step program's Cast of a parameter to f16/bf16 (mixed-precision puts
+// one per weight) would run once per micro-batch although the weight only changes here. It becomes
+// state `%w.f16` (hoist_weight_cast, passes/mixed_precision.h), initialised with the rounded initial
+// weight, and the update takes it as an extra input and writes the rounded new weight into it in
+// the same kernel (output `%w.f16.new`): one half copy per weight per optimizer step, no Cast left
+// in the micro-step program. Counter half_copies.
 // Does not: accumulate or scale gradients (earlier passes do), nor update the loss scale.
 #pragma once
 
@@ -36,15 +44,19 @@ struct OptimizerConfig {
 struct OptimizerStats {
   int64_t params_updated = 0;
   int64_t state_tensors = 0;
+  int64_t half_copies = 0;  // weights whose half copy the update writes (mixed precision)
 };
 
 OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& c);
+// "" when the graph has accumulated gradients and no optimizer yet, else what is missing.
+std::string optimizer_precondition(const Graph& g);
 
 class OptimizerPass : public Pass {
  public:
   std::string name() const override { return "optimizer"; }
   std::string summary() const override;
   std::vector<PassOption> options() const override;
+  std::string unmet_precondition(const Graph& g) const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 

@@ -63,6 +63,10 @@ class Pass {
   virtual std::vector<PassOption> options() const { return {}; }
   // Applies option values (already validated) before run().
   virtual void configure(const PassOptions& opts) { opts_ = opts; }
+  // What must hold before run(): "" when it does, else the reason, naming the pass that must run
+  // first ("the gradients are not accumulated state: run grad-accumulation first"). The pass
+  // manager checks it before running the pass.
+  virtual std::string unmet_precondition(const Graph& g) const { return ""; }
   virtual void run(Graph& g, PassContext& ctx) = 0;
   // Counters kept by the last run (casts_inserted, nodes_removed, ...), in a stable order.
   const std::map<std::string, int64_t>& counters() const { return counters_; }

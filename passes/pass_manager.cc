@@ -7,7 +7,6 @@
 #include <iomanip>
 
 #include "graph/error.h"
-#include "graph/printer.h"
 #include "graph/verifier.h"
 
 namespace otter {
@@ -160,6 +159,13 @@ std::unique_ptr<Pass> PassRegistry::create(const std::string& name) const {
 
 namespace {
 
+std::string describe_option(const PassOption& o) {
+  std::string type = o.choices.empty() ? option_type_name(o.type) : "";
+  for (const auto& c : o.choices) type += (type.empty() ? "" : "|") + c;
+  return str_cat(o.name, ": ", type, " (default ", o.default_value.empty() ? "none" : o.default_value, ")");
+}
+
+// Fails naming the pass, the option and what it accepts.
 void validate_options(const Pass& p, const PipelineEntry& e) {
   auto decls = p.options();
   for (const auto& [k, v] : e.options.values()) {
@@ -168,27 +174,51 @@ void validate_options(const Pass& p, const PipelineEntry& e) {
       if (o.name == k) d = &o;
     if (!d) {
       std::string valid;
-      for (const auto& o : decls) valid += (valid.empty() ? "" : ", ") + o.name;
+      for (const auto& o : decls) valid += (valid.empty() ? "" : "; ") + describe_option(o);
       fail("pass '", e.name, "' has no option '", k, "'",
            valid.empty() ? std::string(" (it takes no options)") : " (valid options: " + valid + ")");
     }
-    switch (d->type) {
-      case PassOption::Type::kInt: e.options.get_int(k, 0); break;
-      case PassOption::Type::kFloat: e.options.get_float(k, 0); break;
-      case PassOption::Type::kBool: e.options.get_bool(k, false); break;
-      case PassOption::Type::kString:
-        if (!d->choices.empty()) {
-          bool ok = false;
-          std::string valid;
-          for (const auto& c : d->choices) { ok |= (c == v); valid += (valid.empty() ? "" : "|") + c; }
-          if (!ok) fail("pass '", e.name, "': option '", k, "' must be one of ", valid, ", got '", v, "'");
-        }
-        break;
+    try {
+      switch (d->type) {
+        case PassOption::Type::kInt: e.options.get_int(k, 0); break;
+        case PassOption::Type::kFloat: e.options.get_float(k, 0); break;
+        case PassOption::Type::kBool: e.options.get_bool(k, false); break;
+        case PassOption::Type::kString: break;
+      }
+    } catch (const Error& err) {
+      fail("pass '", e.name, "': ", err.what());
+    }
+    if (d->type == PassOption::Type::kString && !d->choices.empty()) {
+      bool ok = false;
+      std::string valid;
+      for (const auto& c : d->choices) {
+        ok |= (c == v);
+        valid += (valid.empty() ? "" : "|") + c;
+      }
+      if (!ok) fail("pass '", e.name, "': option '", k, "' must be one of ", valid, ", got '", v, "'");
     }
   }
 }
 
 }  // namespace
+
+void PassManager::set_disabled(const std::set<std::string>& names) {
+  const PassRegistry& reg = PassRegistry::instance();
+  for (const std::string& n : names) {
+    auto alias = reg.aliases().find(n);
+    if (alias != reg.aliases().end())
+      fail("cannot disable '", n, "': it is a named pipeline (", alias->second.first, "); disable passes in it");
+    reg.create(n);  // fails on an unknown name, listing the valid passes
+  }
+  disabled_ = names;
+}
+
+std::vector<std::string> PassManager::unused_disabled() const {
+  std::vector<std::string> out;
+  for (const std::string& n : disabled_)
+    if (!disabled_seen_.count(n)) out.push_back(n);
+  return out;
+}
 
 void PassManager::add_pipeline(const std::string& text) {
   const PassRegistry& reg = PassRegistry::instance();
@@ -201,14 +231,32 @@ void PassManager::add_pipeline(const std::string& text) {
     }
     auto p = reg.create(e.name);
     validate_options(*p, e);
+    if (disabled_.count(e.name)) {
+      disabled_seen_.insert(e.name);
+      continue;
+    }
     p->configure(e.options);
     passes_.push_back(std::move(p));
+    texts_.push_back(e.text);
   }
+}
+
+std::string PassManager::pipeline_text() const {
+  std::string out;
+  for (const std::string& t : texts_) out += (out.empty() ? "" : ",") + t;
+  return out;
 }
 
 void PassManager::run(Graph& g) {
   for (size_t k = 0; k < passes_.size(); ++k) {
     Pass& p = *passes_[k];
+    std::string unmet = p.unmet_precondition(g);
+    if (!unmet.empty()) {
+      std::string before;
+      for (size_t j = 0; j < k; ++j) before += (before.empty() ? "" : ",") + passes_[j]->name();
+      fail("pass '", p.name(), "' cannot run: ", unmet, " (passes before it: ",
+           before.empty() ? std::string("none") : before, ")");
+    }
     for (PassInstrument* in : instruments_) in->before_pass(p, g, static_cast<int>(k));
     auto t0 = std::chrono::steady_clock::now();
     try {
@@ -220,19 +268,6 @@ void PassManager::run(Graph& g) {
     if (verify_) verify_or_throw(g, "pass '" + p.name() + "'");
     for (PassInstrument* in : instruments_) in->after_pass(p, g, static_cast<int>(k), secs);
   }
-}
-
-std::string PrintInstrument::banner(const std::string& when, const Pass& p) {
-  return str_cat("// ----- IR dump ", when, " ", p.name(), " ----- //");
-}
-
-void PrintInstrument::before_pass(const Pass& p, const Graph& g, int) {
-  if (when_ == When::kBeforeNamed && p.name() == pass_name_) os_ << banner("before", p) << "\n" << graph_to_string(g);
-}
-
-void PrintInstrument::after_pass(const Pass& p, const Graph& g, int, double) {
-  if (when_ == When::kAfterAll || (when_ == When::kAfterNamed && p.name() == pass_name_))
-    os_ << banner("after", p) << "\n" << graph_to_string(g);
 }
 
 void TimingInstrument::after_pass(const Pass& p, const Graph&, int, double seconds) {

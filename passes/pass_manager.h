@@ -1,10 +1,12 @@
 // The pass manager: parses pipelines ("a,b{k=v,k2=v2}"), instantiates passes from the registry,
-// runs them with verification after each, and calls instruments (printing, timing) around them.
+// checks each pass's precondition, runs it, verifies the graph after it, and calls instruments
+// around it (timing here; printing, diffs and statistics in passes/instruments.h).
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,22 +52,6 @@ class PassInstrument {
   virtual void after_pass(const Pass& p, const Graph& g, int index, double seconds) {}
 };
 
-// Prints the graph after (or before) every pass, or a named one, with a stable banner.
-class PrintInstrument : public PassInstrument {
- public:
-  enum class When { kAfterAll, kAfterNamed, kBeforeNamed };
-  PrintInstrument(std::ostream& os, When when, std::string pass_name = "")
-      : os_(os), when_(when), pass_name_(std::move(pass_name)) {}
-  void before_pass(const Pass& p, const Graph& g, int index) override;
-  void after_pass(const Pass& p, const Graph& g, int index, double seconds) override;
-  static std::string banner(const std::string& when, const Pass& p);
-
- private:
-  std::ostream& os_;
-  When when_;
-  std::string pass_name_;
-};
-
 // Records wall time per pass.
 class TimingInstrument : public PassInstrument {
  public:
@@ -79,9 +65,20 @@ class TimingInstrument : public PassInstrument {
 class PassManager {
  public:
   explicit PassManager(PassContext ctx = {}) : ctx_(ctx) {}
-  // Appends passes from pipeline text (aliases expanded, options validated).
+  // Appends passes from pipeline text (aliases expanded, options validated), leaving out disabled
+  // passes.
   void add_pipeline(const std::string& text);
-  void add(std::unique_ptr<Pass> p) { passes_.push_back(std::move(p)); }
+  // Passes to leave out of every pipeline added later, also inside named pipelines; fails on a
+  // name that is no registered pass.
+  void set_disabled(const std::set<std::string>& names);
+  // Disabled names that no added pipeline contained (so a misspelt --disable does not go unnoticed).
+  std::vector<std::string> unused_disabled() const;
+  // The pipeline as it will run, each pass as written: "canonicalize,add-loss{type=ce},autodiff".
+  std::string pipeline_text() const;
+  void add(std::unique_ptr<Pass> p) {
+    texts_.push_back(p->name());
+    passes_.push_back(std::move(p));
+  }
   void add_instrument(PassInstrument* i) { instruments_.push_back(i); }
   void set_verify(bool v) { verify_ = v; }
   void run(Graph& g);
@@ -91,7 +88,9 @@ class PassManager {
  private:
   PassContext ctx_;
   std::vector<std::unique_ptr<Pass>> passes_;
+  std::vector<std::string> texts_;  // each pass as written in its pipeline
   std::vector<PassInstrument*> instruments_;
+  std::set<std::string> disabled_, disabled_seen_;
   bool verify_ = true;
 };
 

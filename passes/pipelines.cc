@@ -117,7 +117,8 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   // and weight gradients come out in fp32 (AMP.md).
   if (o.precision != "fp32") {
     require(registry, "mixed-precision", "precision " + o.precision);
-    steps.push_back("mixed-precision{dtype=" + o.precision + "}");
+    // The model's own loss must be named: its subgraph stays fp32.
+    steps.push_back("mixed-precision{dtype=" + o.precision + (loss == "loss" ? "" : ",loss=" + loss) + "}");
   }
   // The backward graph, seeded with 1: the passes below rewrite the seed (S, then S/K).
   steps.push_back(autodiff_step(o, loss));

@@ -83,7 +83,7 @@ class Args {
   std::string help() const {
     std::string out;
     for (const auto& s : specs_) {
-      std::string lhs = "  --" + s.name + (s.takes_value ? " " + s.value_name : "");
+      std::string lhs = (s.name.size() == 1 ? "  -" : "  --") + s.name + (s.takes_value ? " " + s.value_name : "");
       if (lhs.size() < 28) lhs.resize(28, ' ');
       else lhs += "\n" + std::string(28, ' ');
       out += lhs + s.help + "\n";

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -203,6 +204,42 @@ int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt) {
   return v;
 }
 
+// Flags of mixed precision and loss scaling (train and grad share them).
+std::vector<cli::FlagSpec> precision_flags() {
+  return {
+      {"precision", true, "fp32|fp16|bf16 (default fp32): fp16/bf16 run GEMMs and convolutions in half, fp32 master weights",
+       "P"},
+      {"loss-scale", true, "dynamic|off|VALUE (default dynamic for fp16, off otherwise); VALUE: a fixed scale", "S"},
+      {"init-scale", true, "initial dynamic loss scale (default 65536; kept in [1, 2^24])", "S"},
+      {"scale-interval", true, "good steps before the dynamic loss scale doubles (default 2000)", "N"},
+  };
+}
+
+void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
+  p.precision = args.get("precision", p.precision);
+  if (p.precision != "fp32" && p.precision != "fp16" && p.precision != "bf16")
+    fail("--precision must be fp32, fp16 or bf16, got '", p.precision, "'");
+  const std::string scale = args.get("loss-scale", "");
+  if (scale == "dynamic" || scale == "off") {
+    p.loss_scale = scale;
+  } else if (!scale.empty()) {
+    char* end = nullptr;
+    double v = std::strtod(scale.c_str(), &end);
+    if (*end || !(v > 0) || !std::isfinite(v))
+      fail("--loss-scale must be dynamic, off or a positive number, got '", scale, "'");
+    if (args.has("init-scale")) fail("--init-scale sets the dynamic scale; --loss-scale ", scale, " is a fixed one");
+    p.loss_scale = "static";
+    p.init_scale = v;
+  }
+  const bool dynamic = p.loss_scale.empty() ? p.precision == "fp16" : p.loss_scale == "dynamic";
+  for (const char* f : {"init-scale", "scale-interval"})
+    if (args.has(f) && !dynamic)
+      fail("--", f, " applies to dynamic loss scaling, which is off (--precision ", p.precision,
+           scale.empty() ? "" : ", --loss-scale " + scale, ")");
+  if (args.has("init-scale")) p.init_scale = ranged(args, "init-scale", p.init_scale, 0, 1e38, /*lo_open=*/true);
+  p.scale_interval = positive(args, "scale-interval", p.scale_interval);
+}
+
 std::vector<cli::FlagSpec> train_flags() {
   std::vector<cli::FlagSpec> f = {
       {"data", true, "training data (.npz): arrays named after the model inputs, and labels", "TRAIN.npz"},
@@ -212,6 +249,9 @@ std::vector<cli::FlagSpec> train_flags() {
   std::vector<cli::FlagSpec> rest = {
       {"batch-size", true, "micro-batch b (default 32); a step takes K micro-batches", "B"},
       {"accum", true, "micro-batches per optimizer step, K (default 1): global batch K*b", "K"},
+  };
+  for (auto& p : precision_flags()) rest.push_back(p);
+  std::vector<cli::FlagSpec> more = {
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "NAME"},
       {"lr", true, "learning rate (default 1e-3)", "LR"},
       {"momentum", true, "SGD momentum (default 0; 0.9 for --optimizer momentum)", "M"},
@@ -237,6 +277,7 @@ std::vector<cli::FlagSpec> train_flags() {
       {"help", false, "show this help"},
   };
   f.insert(f.end(), rest.begin(), rest.end());
+  f.insert(f.end(), more.begin(), more.end());
   return f;
 }
 
@@ -280,6 +321,7 @@ TrainingOptions read_training_flags(const cli::Args& args) {
   TrainingOptions o;
   read_loss_flags(args, o.pipeline);
   o.pipeline.accum = positive(args, "accum", 1);
+  read_precision_flags(args, o.pipeline);
   o.pipeline.optimizer = read_optimizer_flags(args);
   if (args.has("freeze")) o.pipeline.freeze = split_commas(args.get("freeze"));
   o.batch_size = positive(args, "batch-size", 32);

@@ -27,6 +27,18 @@ void require_float(InferContext& ctx, int i) {
 
 Shape scalar() { return Shape(std::vector<Dim>{}); }
 
+// The optional half-precision copy of an optimizer update's parameter: input `in` (float16 or
+// bfloat16, the parameter's shape) is rewritten in place as output `out`.
+void set_half_copy_output(InferContext& ctx, int in, int out) {
+  if (!ctx.has_input(in)) {
+    if (ctx.has_output(out)) ctx.error(str_cat("output ", out, " (the half copy) needs input ", in));
+    return;
+  }
+  if (!is_half(ctx.in_dtype(in))) ctx.error(str_cat("input ", in, " (the half copy) must be f16 or bf16"));
+  if (!(ctx.in_shape(in) == ctx.in_shape(0))) ctx.error(str_cat("input ", in, " (the half copy) differs in shape"));
+  ctx.set_output(out, ctx.in_dtype(in), shape_of(ctx, in));
+}
+
 }  // namespace
 
 void register_internal_ops(OpTable& t) {
@@ -75,20 +87,25 @@ void register_internal_ops(OpTable& t) {
   t.add(internal("LearningRate", "learning rate of the next update (constant, linear-warmup, cosine)", [](InferContext& ctx) {
     ctx.set_output(0, DataType::kFloat32, scalar());
   }));
-  // SGDUpdate(p, g, mom?, lr, gscale, finite) {momentum, nesterov, weight_decay} -> p_out, mom_out
+  // SGDUpdate(p, g, mom?, lr, gscale, finite, p_half?) {momentum, nesterov, weight_decay}
+  //   -> p_out, mom_out, p_half_out. p_half, when given, is the weight's half-precision copy: the
+  //   kernel rounds each new weight into it (in place), so one kernel keeps both copies in step.
   t.add(internal("SGDUpdate", "torch.optim.SGD update (momentum, Nesterov, weight decay), skipped when not finite",
                  [](InferContext& ctx) {
                    require_float(ctx, 0);
                    ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
                    if (ctx.has_input(2)) ctx.set_output(1, ctx.in_dtype(2), shape_of(ctx, 2));
+                   set_half_copy_output(ctx, 6, 2);
                  }));
-  // AdamUpdate(p, g, m, v, step, lr, gscale, finite) {beta1, beta2, eps, weight_decay, decoupled}
-  //   -> p_out, m_out, v_out. step counts completed updates before this one.
+  // AdamUpdate(p, g, m, v, step, lr, gscale, finite, p_half?) {beta1, beta2, eps, weight_decay,
+  //   decoupled} -> p_out, m_out, v_out, p_half_out. step counts completed updates before this
+  //   one; p_half as in SGDUpdate.
   t.add(internal("AdamUpdate", "torch.optim.Adam / AdamW update, skipped when not finite", [](InferContext& ctx) {
     require_float(ctx, 0);
     ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
     ctx.set_output(1, ctx.in_dtype(2), shape_of(ctx, 2));
     ctx.set_output(2, ctx.in_dtype(3), shape_of(ctx, 3));
+    set_half_copy_output(ctx, 8, 3);
   }));
   // StepCount(step, finite) -> step + finite.
   t.add(internal("StepCount", "count of applied updates: +1 unless the step was skipped", [](InferContext& ctx) {

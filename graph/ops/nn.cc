@@ -724,6 +724,9 @@ void register_nn_ops(OpTable& t) {
       "cross entropy of softmax(scores) and labels, reduction none/mean/sum, optional log_prob");
   add(t, "NegativeLogLikelihoodLoss", 13, kMax, loss(false), P::kFp32, false, rule(grad_nll),
       "negative log likelihood of log-probabilities and targets, reduction none/mean/sum");
+  // Only X shares the output's type: the parameters, statistics and ratio have type variables of
+  // their own (T1, T2), so a half X keeps fp32 scale, bias and running statistics.
+  for (const char* op : {"BatchNormalization", "Dropout"}) t.mutable_find("", op, kMax)->precision_inputs = {0};
   // Inference-mode Dropout returns its input as is.
   t.mutable_find("", "Dropout", kMax)->views = {{0, 0}};
   register_nn_grad_ops(t);

@@ -16,4 +16,7 @@ void register_cpu_elementwise_grad_kernels(KernelRegistry& r);  // elementwise_g
 void register_cpu_conv_grad_kernels(KernelRegistry& r);         // conv_grad.cc: ConvGrad, pooling gradients
 void register_cpu_nn_grad_kernels(KernelRegistry& r);           // nn_grad.cc: norms, softmax, losses
 void register_cpu_shape_grad_kernels(KernelRegistry& r);        // shape_grad.cc: SliceGrad, GatherGrad, PadGrad
+// half.cc: float16/bfloat16 versions of every float32-only kernel registered before it (computed in
+// float32, outputs rounded once); registered last.
+void register_cpu_half_kernels(KernelRegistry& r);
 }  // namespace otter

@@ -16,6 +16,17 @@ namespace otter {
     }                                                                                \
   }()
 
+// OTTER_DISPATCH_HALF(dtype, T, body): body is instantiated with T = Half and BFloat16, the 16-bit
+// storage types whose arithmetic is done in float (kernels/common/half.h converts, with RNE).
+#define OTTER_DISPATCH_HALF(dtype, T, ...)                                             \
+  [&] {                                                                                 \
+    switch (dtype) {                                                                    \
+      case ::otter::DataType::kFloat16: { using T = ::otter::Half; return __VA_ARGS__(); }      \
+      case ::otter::DataType::kBFloat16: { using T = ::otter::BFloat16; return __VA_ARGS__(); } \
+      default: ::otter::fail("unsupported dtype ", ::otter::dtype_name(dtype), " (expected f16 or bf16)"); \
+    }                                                                                   \
+  }()
+
 // Float types plus the integer types.
 #define OTTER_DISPATCH_NUMERIC(dtype, T, ...)                                       \
   [&] {                                                                              \

@@ -15,6 +15,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_conv_grad_kernels(r);
   register_cpu_nn_grad_kernels(r);
   register_cpu_shape_grad_kernels(r);
+  register_cpu_half_kernels(r);  // last: it derives half kernels from the float32 ones above
 }
 
 }  // namespace otter

@@ -6,7 +6,9 @@
 
 #include "kernels/common/half.h"
 #include "kernels/common/optim.h"
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
 #include "graph/op_table.h"
 
@@ -208,7 +210,35 @@ void learning_rate_kernel(KernelContext& ctx) {
 
 bool finite_flag(KernelContext& ctx, int i) { return !ctx.has_input(i) || ctx.input(i).data<bool>()[0]; }
 
-// SGDUpdate(p, g, mom?, lr, gscale, finite) -> p_out, mom_out (in place).
+// The optional half copy of an update's parameter (input `in`), rewritten in place as output `out`;
+// an undefined tensor when the node has none.
+Tensor half_copy(KernelContext& ctx, int in, int out, const Tensor& p) {
+  if (!ctx.has_input(in)) return Tensor();
+  const Tensor& h = ctx.input(in);
+  if (!is_half(h.dtype()) || h.dims() != p.dims())
+    ctx.error(str_cat("the half copy ", h.describe(), " does not match the parameter ", p.describe()));
+  ctx.alias_output(out, h, h.dims());
+  return h;
+}
+
+// Runs `update(i)` (which updates element i and returns the new weight) over `count` elements and,
+// when `half` is defined, rounds each new weight into it in the same sweep.
+template <typename F>
+void update_elements(int64_t count, Tensor half, F&& update) {
+  if (!half.defined()) {
+#pragma omp parallel for if (count > 32768)
+    for (int64_t i = 0; i < count; ++i) update(i);
+    return;
+  }
+  OTTER_DISPATCH_HALF(half.dtype(), S, [&] {
+    S* h = static_cast<S*>(half.raw());
+    cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) h[i] = cpu::store<S>(update(i));
+    });
+  });
+}
+
+// SGDUpdate(p, g, mom?, lr, gscale, finite, p_half?) -> p_out, mom_out, p_half_out (in place).
 void sgd_kernel(KernelContext& ctx) {
   const Node& n = ctx.node();
   const Tensor& p = ctx.input(0);
@@ -216,6 +246,7 @@ void sgd_kernel(KernelContext& ctx) {
   ctx.alias_output(0, p, p.dims());
   bool has_mom = ctx.has_input(2);
   if (has_mom) ctx.alias_output(1, ctx.input(2), p.dims());
+  Tensor half = half_copy(ctx, 6, 2, p);
   if (!finite_flag(ctx, 5)) return;
   if (p.dtype() != DataType::kFloat32) ctx.error("parameters must be float32 (master weights)");
   SgdParams sp{static_cast<float>(scalar_f(ctx.input(3))), n.attr_f("momentum", 0.f), n.attr_f("weight_decay", 0.f),
@@ -228,14 +259,15 @@ void sgd_kernel(KernelContext& ctx) {
   const int64_t count = p.numel();
   const bool g32 = g.dtype() == DataType::kFloat32;
   const float* gp = g32 ? g.data<float>() : nullptr;
-#pragma omp parallel for if (count > 32768)
-  for (int64_t i = 0; i < count; ++i) {
+  update_elements(count, half, [&](int64_t i) {
     float gi = (g32 ? gp[i] : read_as<float>(g, i)) * gs;
     sgd_element(pp[i], gi, mp ? mp + i : nullptr, sp);
-  }
+    return pp[i];
+  });
 }
 
-// AdamUpdate(p, g, m, v, step, lr, gscale, finite) -> p_out, m_out, v_out (in place).
+// AdamUpdate(p, g, m, v, step, lr, gscale, finite, p_half?) -> p_out, m_out, v_out, p_half_out
+// (in place).
 void adam_kernel(KernelContext& ctx) {
   const Node& n = ctx.node();
   const Tensor& p = ctx.input(0);
@@ -243,6 +275,7 @@ void adam_kernel(KernelContext& ctx) {
   ctx.alias_output(0, p, p.dims());
   ctx.alias_output(1, ctx.input(2), p.dims());
   ctx.alias_output(2, ctx.input(3), p.dims());
+  Tensor half = half_copy(ctx, 8, 3, p);
   if (!finite_flag(ctx, 7)) return;
   if (p.dtype() != DataType::kFloat32) ctx.error("parameters must be float32 (master weights)");
   double t = scalar_f(ctx.input(4)) + 1;  // this update's 1-based step
@@ -263,11 +296,11 @@ void adam_kernel(KernelContext& ctx) {
   const int64_t count = p.numel();
   const bool g32 = g.dtype() == DataType::kFloat32;
   const float* gp = g32 ? g.data<float>() : nullptr;
-#pragma omp parallel for if (count > 32768)
-  for (int64_t i = 0; i < count; ++i) {
+  update_elements(count, half, [&](int64_t i) {
     float gi = (g32 ? gp[i] : read_as<float>(g, i)) * gs;
     adam_element(pp[i], gi, mp[i], vp[i], ap);
-  }
+    return pp[i];
+  });
 }
 
 void step_count_kernel(KernelContext& ctx) {

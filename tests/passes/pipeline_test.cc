@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "graph/error.h"
+#include "passes/instruments.h"
 #include "passes/pass_manager.h"
 
 namespace otter {
@@ -93,7 +94,9 @@ TEST(PassManager, PrintAfterAllHasBannersAndVerifies) {
   pm.add(std::make_unique<TouchPass>());
   pm.add(std::make_unique<TouchPass>());
   std::ostringstream os;
-  PrintInstrument pi(os, PrintInstrument::When::kAfterAll);
+  PrintSelection sel;
+  sel.after_all = true;
+  PrintInstrument pi(os, sel);
   pm.add_instrument(&pi);
   pm.run(g);
   std::string s = os.str();
