@@ -130,6 +130,9 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   // Cleanup (cast elimination, dead code) runs over both programs once they exist; it belongs to
   // the optimisation passes and joins the pipeline where this build registers it.
   if (registry.has("cleanup")) steps.push_back("cleanup");
+  // Buffers are planned on the final graph (the session fixes the batch size first, so shapes are
+  // static): any rewrite after this would invalidate the plan.
+  if (registry.has("memory-plan")) steps.push_back("memory-plan");
   std::string text;
   for (const std::string& s : steps) text += (text.empty() ? "" : ",") + s;
   return text;

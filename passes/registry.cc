@@ -6,6 +6,7 @@
 #include "passes/eval_mode.h"
 #include "passes/grad_accumulation.h"
 #include "passes/loss_scale.h"
+#include "passes/memory_plan.h"
 #include "passes/mixed_precision.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
@@ -24,6 +25,8 @@ void register_all_passes(PassRegistry& r) {
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
   r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
   r.add("cast-elimination", [] { return std::make_unique<CastEliminationPass>(); });
+  // Last: it plans the final graph's buffers; any later rewrite would invalidate the plan.
+  r.add("memory-plan", [] { return std::make_unique<MemoryPlanPass>(); });
   // Named pipelines last: they are built from the passes registered above.
   r.add_alias("default-train", training_pipeline(TrainingPipelineOptions{}, r),
               "the training pipeline of otter-train's defaults (cross-entropy, fp32, K=1, AdamW lr=1e-3)");

@@ -12,12 +12,15 @@
 #include <set>
 
 #include "graph/onnx_io.h"
+#include "graph/verifier.h"
 #include "kernels/device.h"
 #include "kernels/kernel.h"
 #include "passes/pass_manager.h"
+#include "passes/add_loss.h"
+#include "passes/autodiff.h"
 #include "runtime/constant_eval.h"
-#include "runtime/executor.h"
 #include "runtime/dataset.h"
+#include "runtime/executor.h"
 #include "runtime/json.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
@@ -36,6 +39,8 @@ const char* kUsage =
     "          train the model; see 'otter-train train --help' for every option\n"
     "  eval MODEL.onnx --data TEST.npz [--loss ce|mse|model:NAME]\n"
     "          loss and accuracy in eval mode\n"
+    "  grad MODEL.onnx --data D.npz --out G.npz [--loss ce|mse|model:NAME] [--batch-size B] [--freeze P]\n"
+    "          one forward and backward pass on the first batch: the loss and every parameter gradient\n"
     "  predict MODEL.onnx --data IN.npz --out OUT.npz [--batch-size B] [--device cpu]\n"
     "          run the model (inference) on the arrays named after its inputs\n"
     "  kernels [--format text|tsv]\n"
@@ -75,6 +80,106 @@ std::unique_ptr<Graph> load_and_canonicalize(const std::string& path) {
   pm.add_pipeline("canonicalize");
   pm.run(*g);
   return g;
+}
+
+// ---- the training graph and its data, shared by the commands that differentiate --------------
+
+// Flags that choose the loss and what is trained.
+const std::vector<cli::FlagSpec> kLossFlags = {
+    {"loss", true, "ce (cross-entropy), mse, or model:NAME for a model that outputs its scalar loss NAME "
+                   "(default ce)", "LOSS"},
+    {"output", true, "model output the loss reads (default: the first output)", "NAME"},
+    {"labels", true, "name of the labels array (default labels)", "NAME"},
+    {"freeze", true, "parameters that get no gradient: name globs with * and ?, ';'-separated", "PATTERN"},
+};
+
+// Adds the loss (add-loss, unless the model outputs it) and the backward graph (autodiff) to a
+// canonicalized model, as the flags say; returns the loss value. Fails naming the flag when the
+// loss cannot be built.
+const Value* add_training_graph(Graph& g, const cli::Args& args) {
+  std::string loss = args.get("loss", "ce");
+  std::string loss_name = "loss";  // what add-loss names it
+  PassManager pm;
+  PassOptions ad;
+  if (loss.rfind("model:", 0) == 0) {
+    std::string name = loss.substr(6);
+    const Value* v = g.find_value(name);
+    if (!v || !v->is_graph_output()) {
+      std::string outs;
+      for (const Value* o : g.outputs()) outs += (outs.empty() ? "" : ", ") + o->name();
+      fail("--loss model:", name, ": the model has no output '", name, "' (outputs: ", outs, ")");
+    }
+    OTTER_CHECK(!args.has("output") && !args.has("labels"), "--output and --labels choose what add-loss reads; ",
+                "--loss model:", name, " uses the model's own loss");
+    loss_name = name;
+  } else {
+    OTTER_CHECK(loss == "ce" || loss == "mse", "--loss must be ce, mse or model:NAME, got '", loss, "'");
+    auto add = std::make_unique<AddLossPass>();
+    PassOptions al;
+    al.set("type", loss);
+    if (args.has("output")) al.set("output", args.get("output"));
+    al.set("labels", args.get("labels", "labels"));
+    add->configure(al);
+    pm.add(std::move(add));
+  }
+  ad.set("loss", loss_name);
+  ad.set("freeze", args.get("freeze", ""));
+  auto autodiff = std::make_unique<AutodiffPass>();
+  autodiff->configure(ad);
+  pm.add(std::move(autodiff));
+  pm.run(g);
+  return g.value(loss_name);
+}
+
+// The first batch of the data file: its first --batch-size samples (every sample without the flag),
+// of the arrays named after the graph's inputs (checked against their types and shapes).
+std::map<std::string, Tensor> first_batch(const Graph& g, const std::string& path, const cli::Args& args) {
+  std::vector<const Value*> inputs(g.inputs().begin(), g.inputs().end());
+  Dataset data = Dataset::from_npz(path, inputs);
+  if (!args.has("batch-size")) return data.arrays();
+  int64_t batch = args.get_int("batch-size", 0);
+  OTTER_CHECK(batch > 0, "--batch-size must be positive, got ", batch);
+  return DataLoader(data, batch, /*shuffle=*/false, /*seed=*/0).next();
+}
+
+int cmd_grad(int argc, char** argv) {
+  std::vector<cli::FlagSpec> flags = {
+      {"data", true, "input arrays (.npz), named after the model inputs, plus the labels", "D.npz"},
+      {"out", true, "where to write 'loss' and 'grad/<parameter>' arrays (.npz)", "G.npz"},
+      {"batch-size", true, "use the first B samples (default: every sample)", "B"},
+      {"device", true, "auto|cpu|cuda (default auto)", "DEVICE"},
+      {"help", false, "show this help"},
+  };
+  flags.insert(flags.begin() + 2, kLossFlags.begin(), kLossFlags.end());
+  cli::Args args("otter-train grad", flags);
+  args.parse(argc, argv, 2);
+  if (args.has("help")) {
+    std::cout << "usage: otter-train grad MODEL.onnx --data D.npz --out G.npz [options]\n\n"
+                 "One forward and backward pass on the first batch; writes the loss and the gradient of every\n"
+                 "trainable parameter (frozen ones excluded) as 'loss' and 'grad/<initializer name>'.\n\n"
+              << args.help();
+    return 0;
+  }
+  if (args.positional().size() != 1) fail("grad: expected one model file (see otter-train grad --help)");
+  if (!args.has("data")) fail("grad: --data D.npz is required");
+  if (!args.has("out")) fail("grad: --out G.npz is required");
+  std::unique_ptr<Device> cuda;
+  Device& device = pick_device(args.get("device", "auto"), cuda);
+  auto g = load_and_canonicalize(args.positional()[0]);
+  const Value* loss = add_training_graph(*g, args);
+  auto feeds = first_batch(*g, args.get("data"), args);
+  ExecutorOptions eo;
+  eo.device = &device;
+  Executor ex(*g, eo);
+  auto outputs = ex.run(feeds);
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.emplace_back("loss", device.to_host(outputs.at(loss->name())));
+  for (const auto& [param, grad] : g->gradients)
+    out.emplace_back("grad/" + param->name(), device.to_host(outputs.at(grad->name())));
+  write_npz(args.get("out"), out);
+  std::cout << "loss " << out[0].second.get_as_double(0) << "; wrote " << g->gradients.size() << " parameter gradient"
+            << (g->gradients.size() == 1 ? "" : "s") << " to " << args.get("out") << "\n";
+  return 0;
 }
 
 int cmd_predict(int argc, char** argv) {
@@ -544,9 +649,10 @@ int run(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "train") return cmd_train(argc, argv);
   if (cmd == "eval") return cmd_eval(argc, argv);
+  if (cmd == "grad") return cmd_grad(argc, argv);
   if (cmd == "predict") return cmd_predict(argc, argv);
   if (cmd == "kernels") return cmd_kernels(argc, argv);
-  fail("unknown command '", cmd, "' (commands: train, eval, predict, kernels; see otter-train --help)");
+  fail("unknown command '", cmd, "' (commands: train, eval, grad, predict, kernels; see otter-train --help)");
 }
 
 }  // namespace

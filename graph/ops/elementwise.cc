@@ -366,6 +366,10 @@ void register_elementwise_grad_ops(OpTable& t) {
   infer::add_otter_op(t, "DropoutGrad", infer_dropout_grad, P::kFollow,
                       "DropoutGrad(dY, mask, ratio?, training_mode?): dY * mask / (1 - ratio) in training, "
                       "else dY");
+  // Each dX element reads only the same element of dY: dX may take over dY's buffer.
+  for (const char* op : {"ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "GeluGrad", "ErfGrad", "SoftplusGrad",
+                         "AbsGrad", "DropoutGrad"})
+    t.mutable_find(kOtterDomain, op, 1)->inplace = true;
 }
 
 // ---- registration -------------------------------------------------------------------------------

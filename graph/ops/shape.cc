@@ -878,6 +878,9 @@ void register_shape_ops(OpTable& t) {
   add(t, "Constant", 13, kMax, infer_constant, P::kNone, false, kNoGrad,
       "a constant from value/value_float(s)/value_int(s) (Constant 13, 19, 21)");
   add(t, "Range", 11, kMax, infer_range, P::kNone, false, kNoGrad, "start, start+delta, ... below limit");
+  // Their kernels return output 0 as a view of input 0 (no copy).
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    t.mutable_find("", op, kMax)->views = {{0, 0}};
   register_shape_grad_ops(t);
 }
 

@@ -18,7 +18,8 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(TrainingPipeline, DefaultOptions) {
   EXPECT_EQ(training_pipeline({}),
-            "canonicalize,add-loss{type=ce},autodiff,grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001}");
+            "canonicalize,add-loss{type=ce},autodiff,grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},"
+            "memory-plan");
 }
 
 TEST(TrainingPipeline, EveryOptionReachesItsPass) {
@@ -41,14 +42,15 @@ TEST(TrainingPipeline, EveryOptionReachesItsPass) {
   EXPECT_EQ(training_pipeline(o),
             "canonicalize,add-loss{type=mse,output=y,labels=target},autodiff{freeze=fc1.*;emb?},"
             "grad-accumulation{steps=4},optimizer{type=sgd,lr=0.1,weight_decay=1e-04,momentum=0.9,"
-            "nesterov=true,clip_norm=1.5,schedule=cosine,warmup=10,total=1000}");
+            "nesterov=true,clip_norm=1.5,schedule=cosine,warmup=10,total=1000},memory-plan");
 }
 
 TEST(TrainingPipeline, ModelLossSkipsAddLoss) {
   TrainingPipelineOptions o;
   o.loss = "model:total_loss";
   EXPECT_EQ(training_pipeline(o),
-            "canonicalize,autodiff{loss=total_loss},grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001}");
+            "canonicalize,autodiff{loss=total_loss},grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},"
+            "memory-plan");
   EXPECT_EQ(eval_pipeline(o), "canonicalize,eval-mode");
   EXPECT_EQ(eval_pipeline({}), "canonicalize,eval-mode,add-loss{type=ce}");
 }
@@ -63,6 +65,7 @@ TEST(TrainingPipeline, ThePipelineParsesAndEveryPassValidates) {
   for (const auto& p : pm.passes()) names.push_back(p->name());
   std::vector<std::string> want{"canonicalize", "add-loss", "autodiff", "grad-accumulation", "optimizer"};
   if (PassRegistry::instance().has("cleanup")) want.push_back("cleanup");
+  want.push_back("memory-plan");
   EXPECT_EQ(names, want);
 }
 
