@@ -15,9 +15,11 @@
 #include "graph/verifier.h"
 #include "kernels/device.h"
 #include "kernels/kernel.h"
-#include "passes/pass_manager.h"
 #include "passes/add_loss.h"
 #include "passes/autodiff.h"
+#include "passes/loss_scale.h"
+#include "passes/mixed_precision.h"
+#include "passes/pass_manager.h"
 #include "runtime/constant_eval.h"
 #include "runtime/dataset.h"
 #include "runtime/executor.h"
@@ -82,6 +84,59 @@ std::unique_ptr<Graph> load_and_canonicalize(const std::string& path) {
   return g;
 }
 
+// A number flag that must lie in [lo, hi] (hi_open: [lo, hi)).
+double ranged(const cli::Args& args, const std::string& flag, double dflt, double lo, double hi, bool lo_open = false,
+              bool hi_open = false) {
+  double v = args.get_float(flag, dflt);
+  bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  if (!ok)
+    fail("--", flag, " must be in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]", ", got ", args.get(flag));
+  return v;
+}
+
+int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt) {
+  int64_t v = args.get_int(flag, dflt);
+  if (v <= 0) fail("--", flag, " must be a positive integer, got ", args.get(flag));
+  return v;
+}
+
+// Flags of mixed precision and loss scaling (train and grad share them; grad has no interval).
+std::vector<cli::FlagSpec> precision_flags(bool interval = true) {
+  std::vector<cli::FlagSpec> f = {
+      {"precision", true, "fp32|fp16|bf16 (default fp32): fp16/bf16 run GEMMs and convolutions in half, fp32 master weights",
+       "P"},
+      {"loss-scale", true, "dynamic|off|VALUE (default dynamic for fp16, off otherwise); VALUE: a fixed scale", "S"},
+      {"init-scale", true, "initial dynamic loss scale (default 65536; kept in [1, 2^24])", "S"},
+  };
+  if (interval) f.push_back({"scale-interval", true, "good steps before the dynamic loss scale doubles (default 2000)", "N"});
+  return f;
+}
+
+void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
+  p.precision = args.get("precision", p.precision);
+  if (p.precision != "fp32" && p.precision != "fp16" && p.precision != "bf16")
+    fail("--precision must be fp32, fp16 or bf16, got '", p.precision, "'");
+  const std::string scale = args.get("loss-scale", "");
+  if (scale == "dynamic" || scale == "off") {
+    p.loss_scale = scale;
+  } else if (!scale.empty()) {
+    char* end = nullptr;
+    double v = std::strtod(scale.c_str(), &end);
+    if (*end || !(v > 0) || !std::isfinite(v))
+      fail("--loss-scale must be dynamic, off or a positive number, got '", scale, "'");
+    if (args.has("init-scale")) fail("--init-scale sets the dynamic scale; --loss-scale ", scale, " is a fixed one");
+    p.loss_scale = "static";
+    p.init_scale = v;
+  }
+  const bool dynamic = p.loss_scale.empty() ? p.precision == "fp16" : p.loss_scale == "dynamic";
+  for (const char* f : {"init-scale", "scale-interval"})
+    if (args.has(f) && !dynamic)
+      fail("--", f, " applies to dynamic loss scaling, which is off (--precision ", p.precision,
+           scale.empty() ? "" : ", --loss-scale " + scale, ")");
+  if (args.has("init-scale")) p.init_scale = ranged(args, "init-scale", p.init_scale, 0, 1e38, /*lo_open=*/true);
+  p.scale_interval = positive(args, "scale-interval", p.scale_interval);
+}
+
 // ---- the training graph and its data, shared by the commands that differentiate --------------
 
 // Flags that choose the loss and what is trained.
@@ -95,8 +150,10 @@ const std::vector<cli::FlagSpec> kLossFlags = {
 
 // Adds the loss (add-loss, unless the model outputs it) and the backward graph (autodiff) to a
 // canonicalized model, as the flags say; returns the loss value. Fails naming the flag when the
-// loss cannot be built.
-const Value* add_training_graph(Graph& g, const cli::Args& args) {
+// loss cannot be built. With --precision fp16/bf16 the forward graph runs in mixed precision, and
+// with loss scaling (fp16's default) the backward pass is seeded with a fixed scale S, the
+// initial scale: one pass has no scale to adapt (the caller divides S out of the gradients).
+const Value* add_training_graph(Graph& g, const cli::Args& args, const TrainingPipelineOptions& precision) {
   std::string loss = args.get("loss", "ce");
   std::string loss_name = "loss";  // what add-loss names it
   PassManager pm;
@@ -122,11 +179,27 @@ const Value* add_training_graph(Graph& g, const cli::Args& args) {
     add->configure(al);
     pm.add(std::move(add));
   }
+  if (precision.precision != "fp32") {
+    PassOptions mp;
+    mp.set("dtype", precision.precision);
+    mp.set("loss", loss_name);
+    auto pass = std::make_unique<MixedPrecisionPass>();
+    pass->configure(mp);
+    pm.add(std::move(pass));
+  }
   ad.set("loss", loss_name);
   ad.set("freeze", args.get("freeze", ""));
   auto autodiff = std::make_unique<AutodiffPass>();
   autodiff->configure(ad);
   pm.add(std::move(autodiff));
+  if (loss_scale_mode(precision) != "off") {
+    PassOptions ls;
+    ls.set("mode", "static");
+    ls.set("init", str_cat(precision.init_scale));
+    auto pass = std::make_unique<LossScalePass>();
+    pass->configure(ls);
+    pm.add(std::move(pass));
+  }
   pm.run(g);
   return g.value(loss_name);
 }
@@ -142,6 +215,20 @@ std::map<std::string, Tensor> first_batch(const Graph& g, const std::string& pat
   return DataLoader(data, batch, /*shuffle=*/false, /*seed=*/0).next();
 }
 
+// A gradient of the loss scaled by `scale`, divided back (exact: the scale is a power of two unless
+// the user gave another); fails when the scaled gradient overflowed, as a training step would skip.
+Tensor unscaled(const Tensor& g, double scale, const std::string& param) {
+  Tensor out = g.clone();
+  float* p = out.data<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    if (!std::isfinite(p[i]))
+      fail("grad: the gradient of '", param, "' overflowed at loss scale ", scale,
+           " (a training step would be skipped); give a smaller --loss-scale VALUE");
+    p[i] = static_cast<float>(p[i] / scale);
+  }
+  return out;
+}
+
 int cmd_grad(int argc, char** argv) {
   std::vector<cli::FlagSpec> flags = {
       {"data", true, "input arrays (.npz), named after the model inputs, plus the labels", "D.npz"},
@@ -151,12 +238,16 @@ int cmd_grad(int argc, char** argv) {
       {"help", false, "show this help"},
   };
   flags.insert(flags.begin() + 2, kLossFlags.begin(), kLossFlags.end());
+  const auto precision_flag_list = precision_flags(/*interval=*/false);
+  flags.insert(flags.begin() + 2 + kLossFlags.size(), precision_flag_list.begin(), precision_flag_list.end());
   cli::Args args("otter-train grad", flags);
   args.parse(argc, argv, 2);
   if (args.has("help")) {
     std::cout << "usage: otter-train grad MODEL.onnx --data D.npz --out G.npz [options]\n\n"
                  "One forward and backward pass on the first batch; writes the loss and the gradient of every\n"
-                 "trainable parameter (frozen ones excluded) as 'loss' and 'grad/<initializer name>'.\n\n"
+                 "trainable parameter (frozen ones excluded) as 'loss' and 'grad/<initializer name>', in fp32 and\n"
+                 "unscaled also with --precision fp16|bf16 (fp16 scales the loss by --init-scale or --loss-scale\n"
+                 "VALUE, 65536 by default, for the backward pass and divides the scale out).\n\n"
               << args.help();
     return 0;
   }
@@ -165,8 +256,10 @@ int cmd_grad(int argc, char** argv) {
   if (!args.has("out")) fail("grad: --out G.npz is required");
   std::unique_ptr<Device> cuda;
   Device& device = pick_device(args.get("device", "auto"), cuda);
+  TrainingPipelineOptions precision;
+  read_precision_flags(args, precision);
   auto g = load_and_canonicalize(args.positional()[0]);
-  const Value* loss = add_training_graph(*g, args);
+  const Value* loss = add_training_graph(*g, args, precision);
   auto feeds = first_batch(*g, args.get("data"), args);
   ExecutorOptions eo;
   eo.device = &device;
@@ -174,8 +267,9 @@ int cmd_grad(int argc, char** argv) {
   auto outputs = ex.run(feeds);
   std::vector<std::pair<std::string, Tensor>> out;
   out.emplace_back("loss", device.to_host(outputs.at(loss->name())));
+  const double scale = g->loss_scale ? g->loss_scale->data().get_as_double(0) : 1.0;
   for (const auto& [param, grad] : g->gradients)
-    out.emplace_back("grad/" + param->name(), device.to_host(outputs.at(grad->name())));
+    out.emplace_back("grad/" + param->name(), unscaled(device.to_host(outputs.at(grad->name())), scale, param->name()));
   write_npz(args.get("out"), out);
   std::cout << "loss " << out[0].second.get_as_double(0) << "; wrote " << g->gradients.size() << " parameter gradient"
             << (g->gradients.size() == 1 ? "" : "s") << " to " << args.get("out") << "\n";
@@ -289,58 +383,6 @@ const std::string& model_argument(const cli::Args& args, const std::string& cmd)
 std::string required(const cli::Args& args, const std::string& cmd, const std::string& flag, const std::string& what) {
   if (!args.has(flag)) fail(cmd, ": --", flag, " ", what, " is required");
   return args.get(flag);
-}
-
-// A number flag that must lie in [lo, hi] (hi_open: [lo, hi)).
-double ranged(const cli::Args& args, const std::string& flag, double dflt, double lo, double hi, bool lo_open = false,
-              bool hi_open = false) {
-  double v = args.get_float(flag, dflt);
-  bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-  if (!ok)
-    fail("--", flag, " must be in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]", ", got ", args.get(flag));
-  return v;
-}
-
-int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt) {
-  int64_t v = args.get_int(flag, dflt);
-  if (v <= 0) fail("--", flag, " must be a positive integer, got ", args.get(flag));
-  return v;
-}
-
-// Flags of mixed precision and loss scaling (train and grad share them).
-std::vector<cli::FlagSpec> precision_flags() {
-  return {
-      {"precision", true, "fp32|fp16|bf16 (default fp32): fp16/bf16 run GEMMs and convolutions in half, fp32 master weights",
-       "P"},
-      {"loss-scale", true, "dynamic|off|VALUE (default dynamic for fp16, off otherwise); VALUE: a fixed scale", "S"},
-      {"init-scale", true, "initial dynamic loss scale (default 65536; kept in [1, 2^24])", "S"},
-      {"scale-interval", true, "good steps before the dynamic loss scale doubles (default 2000)", "N"},
-  };
-}
-
-void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
-  p.precision = args.get("precision", p.precision);
-  if (p.precision != "fp32" && p.precision != "fp16" && p.precision != "bf16")
-    fail("--precision must be fp32, fp16 or bf16, got '", p.precision, "'");
-  const std::string scale = args.get("loss-scale", "");
-  if (scale == "dynamic" || scale == "off") {
-    p.loss_scale = scale;
-  } else if (!scale.empty()) {
-    char* end = nullptr;
-    double v = std::strtod(scale.c_str(), &end);
-    if (*end || !(v > 0) || !std::isfinite(v))
-      fail("--loss-scale must be dynamic, off or a positive number, got '", scale, "'");
-    if (args.has("init-scale")) fail("--init-scale sets the dynamic scale; --loss-scale ", scale, " is a fixed one");
-    p.loss_scale = "static";
-    p.init_scale = v;
-  }
-  const bool dynamic = p.loss_scale.empty() ? p.precision == "fp16" : p.loss_scale == "dynamic";
-  for (const char* f : {"init-scale", "scale-interval"})
-    if (args.has(f) && !dynamic)
-      fail("--", f, " applies to dynamic loss scaling, which is off (--precision ", p.precision,
-           scale.empty() ? "" : ", --loss-scale " + scale, ")");
-  if (args.has("init-scale")) p.init_scale = ranged(args, "init-scale", p.init_scale, 0, 1e38, /*lo_open=*/true);
-  p.scale_interval = positive(args, "scale-interval", p.scale_interval);
 }
 
 std::vector<cli::FlagSpec> train_flags() {
