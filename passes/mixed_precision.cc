@@ -1,6 +1,7 @@
 // mixed-precision pass (see mixed_precision.h).
 #include "passes/mixed_precision.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>

@@ -92,6 +92,40 @@ TEST(DynamicLossScale, OverflowSkipsAndHalvesThenGrowsAfterIntervalAndConverges)
   EXPECT_GT(e.accuracy, 0.9);
 }
 
+// Numeric before/after of loss-scale: in fp32, seeding the backward pass with a power of two S and
+// unscaling by 1/S scales every gradient exactly (no overflow or underflow at these magnitudes),
+// so the weights after training with dynamic or static scaling equal those without, bit for bit.
+TEST(LossScalePass, PowerOfTwoScaleChangesNoBitInFp32) {
+  auto train = [](const std::string& scaling) {
+    TrainingOptions o;
+    o.batch_size = 8;
+    o.pipeline.accum = 2;
+    o.pipeline.loss_scale = scaling;
+    o.pipeline.init_scale = 1024;
+    o.pipeline.optimizer.type = "sgd";
+    o.pipeline.optimizer.lr = 0.1;
+    auto s = TrainingSession::create(model_file("digits/cnn.onnx"), o);
+    Dataset train = Dataset::from_npz(model_file("digits/train_img.npz"), s->batch_inputs());
+    DataLoader loader(train, 16, false, 0);
+    for (int i = 0; i < 5; ++i) EXPECT_FALSE(s->train_step(loader.next()).skipped);
+    return s;
+  };
+  auto plain = train("off"), fixed = train("static"), dynamic = train("dynamic");
+  EXPECT_FALSE(plain->graph().loss_scale);
+  ASSERT_TRUE(fixed->graph().loss_scale && dynamic->graph().loss_scale);
+  int params = 0;
+  for (const std::string& n : plain->state_names()) {
+    if (is_accumulator(n)) continue;
+    EXPECT_TRUE(fixed->tensor(n).bitwise_equal(plain->tensor(n))) << n << " (static)";
+    EXPECT_TRUE(dynamic->tensor(n).bitwise_equal(plain->tensor(n))) << n << " (dynamic)";
+    ++params;
+  }
+  EXPECT_GE(params, 8);
+  // The accumulators hold the scaled gradients: exactly 1024 times the unscaled ones.
+  Tensor a = plain->tensor("conv1.weight.grad.acc"), b = fixed->tensor("conv1.weight.grad.acc");
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(b.data<float>()[i], 1024 * a.data<float>()[i]);
+}
+
 // A linear model whose loss is multiplied by 1e-8 in fp32 (its own loss output, so the loss
 // subgraph stays fp32): the gradient reaching the fp16 MatMul is below half of fp16's smallest
 // subnormal (2^-24, about 6e-8) and rounds to zero. Without loss scaling fp16 learns nothing (not
