@@ -54,6 +54,12 @@ std::string loss_scale_step(const TrainingPipelineOptions& o, const std::string&
   return s + "}";
 }
 
+// The model's own loss is named: its subgraph stays fp32.
+std::string mixed_precision_step(const TrainingPipelineOptions& o) {
+  const std::string loss = loss_value_name(o);
+  return "mixed-precision{dtype=" + o.precision + (loss == "loss" ? "" : ",loss=" + loss) + "}";
+}
+
 std::string optimizer_step(const OptimizerConfig& c) {
   const OptimizerConfig d;
   std::string s = "optimizer{type=" + option_value("optimizer", c.type) + ",lr=" + number(c.lr);
@@ -78,6 +84,22 @@ std::string loss_scale_mode(const TrainingPipelineOptions& o) {
   return o.precision == "fp16" ? "dynamic" : "off";
 }
 
+std::string loss_value_name(const TrainingPipelineOptions& o) {
+  if (o.loss.rfind("model:", 0) != 0) return "loss";
+  OTTER_CHECK(o.loss.size() > 6, "loss 'model:' needs the name of the model's loss output");
+  return o.loss.substr(6);
+}
+
+std::string gradient_pipeline(const TrainingPipelineOptions& o) {
+  std::string text = "canonicalize";
+  if (o.loss.rfind("model:", 0) != 0) text += "," + add_loss_step(o);
+  if (o.precision != "fp32") text += "," + mixed_precision_step(o);
+  text += "," + autodiff_step(o, loss_value_name(o));
+  // One pass has no scale to adapt: a dynamic scale is its initial value, fixed.
+  if (loss_scale_mode(o) != "off") text += "," + loss_scale_step(o, "static");
+  return text;
+}
+
 std::string eval_pipeline(const TrainingPipelineOptions& o) {
   // eval-mode after canonicalize: while the running statistics are still state, folding cannot
   // bake them into constants, so an evaluator can feed the trained ones by name.
@@ -99,19 +121,14 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   steps.push_back("canonicalize");
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
-  std::string loss = "loss";
-  if (o.loss.rfind("model:", 0) == 0) {
-    loss = o.loss.substr(6);
-    OTTER_CHECK(!loss.empty(), "loss 'model:' needs the name of the model's loss output");
-  } else {
-    steps.push_back(add_loss_step(o));
-  }
+  const std::string loss = loss_value_name(o);
+  if (o.loss.rfind("model:", 0) != 0) steps.push_back(add_loss_step(o));
   // Casts go into the forward graph before autodiff, so the gradient of each Cast is a Cast back
   // and weight gradients come out in fp32 (AMP.md).
   if (o.precision != "fp32") {
     require(registry, "mixed-precision", "precision " + o.precision);
     // The model's own loss must be named: its subgraph stays fp32.
-    steps.push_back("mixed-precision{dtype=" + o.precision + (loss == "loss" ? "" : ",loss=" + loss) + "}");
+    steps.push_back(mixed_precision_step(o));
   }
   // The backward graph, seeded with 1: the passes below rewrite the seed (S, then S/K).
   steps.push_back(autodiff_step(o, loss));

@@ -12,13 +12,8 @@
 #include <set>
 
 #include "graph/onnx_io.h"
-#include "graph/verifier.h"
 #include "kernels/device.h"
 #include "kernels/kernel.h"
-#include "passes/add_loss.h"
-#include "passes/autodiff.h"
-#include "passes/loss_scale.h"
-#include "passes/mixed_precision.h"
 #include "passes/pass_manager.h"
 #include "runtime/constant_eval.h"
 #include "runtime/dataset.h"
@@ -82,198 +77,6 @@ std::unique_ptr<Graph> load_and_canonicalize(const std::string& path) {
   pm.add_pipeline("canonicalize");
   pm.run(*g);
   return g;
-}
-
-// A number flag that must lie in [lo, hi] (hi_open: [lo, hi)).
-double ranged(const cli::Args& args, const std::string& flag, double dflt, double lo, double hi, bool lo_open = false,
-              bool hi_open = false) {
-  double v = args.get_float(flag, dflt);
-  bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-  if (!ok)
-    fail("--", flag, " must be in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]", ", got ", args.get(flag));
-  return v;
-}
-
-int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt) {
-  int64_t v = args.get_int(flag, dflt);
-  if (v <= 0) fail("--", flag, " must be a positive integer, got ", args.get(flag));
-  return v;
-}
-
-// Flags of mixed precision and loss scaling (train and grad share them; grad has no interval).
-std::vector<cli::FlagSpec> precision_flags(bool interval = true) {
-  std::vector<cli::FlagSpec> f = {
-      {"precision", true, "fp32|fp16|bf16 (default fp32): fp16/bf16 run GEMMs and convolutions in half, fp32 master weights",
-       "P"},
-      {"loss-scale", true, "dynamic|off|VALUE (default dynamic for fp16, off otherwise); VALUE: a fixed scale", "S"},
-      {"init-scale", true, "initial dynamic loss scale (default 65536; kept in [1, 2^24])", "S"},
-  };
-  if (interval) f.push_back({"scale-interval", true, "good steps before the dynamic loss scale doubles (default 2000)", "N"});
-  return f;
-}
-
-void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
-  p.precision = args.get("precision", p.precision);
-  if (p.precision != "fp32" && p.precision != "fp16" && p.precision != "bf16")
-    fail("--precision must be fp32, fp16 or bf16, got '", p.precision, "'");
-  const std::string scale = args.get("loss-scale", "");
-  if (scale == "dynamic" || scale == "off") {
-    p.loss_scale = scale;
-  } else if (!scale.empty()) {
-    char* end = nullptr;
-    double v = std::strtod(scale.c_str(), &end);
-    if (*end || !(v > 0) || !std::isfinite(v))
-      fail("--loss-scale must be dynamic, off or a positive number, got '", scale, "'");
-    if (args.has("init-scale")) fail("--init-scale sets the dynamic scale; --loss-scale ", scale, " is a fixed one");
-    p.loss_scale = "static";
-    p.init_scale = v;
-  }
-  const bool dynamic = p.loss_scale.empty() ? p.precision == "fp16" : p.loss_scale == "dynamic";
-  for (const char* f : {"init-scale", "scale-interval"})
-    if (args.has(f) && !dynamic)
-      fail("--", f, " applies to dynamic loss scaling, which is off (--precision ", p.precision,
-           scale.empty() ? "" : ", --loss-scale " + scale, ")");
-  if (args.has("init-scale")) p.init_scale = ranged(args, "init-scale", p.init_scale, 0, 1e38, /*lo_open=*/true);
-  p.scale_interval = positive(args, "scale-interval", p.scale_interval);
-}
-
-// ---- the training graph and its data, shared by the commands that differentiate --------------
-
-// Flags that choose the loss and what is trained.
-const std::vector<cli::FlagSpec> kLossFlags = {
-    {"loss", true, "ce (cross-entropy), mse, or model:NAME for a model that outputs its scalar loss NAME "
-                   "(default ce)", "LOSS"},
-    {"output", true, "model output the loss reads (default: the first output)", "NAME"},
-    {"labels", true, "name of the labels array (default labels)", "NAME"},
-    {"freeze", true, "parameters that get no gradient: name globs with * and ?, ';'-separated", "PATTERN"},
-};
-
-// Adds the loss (add-loss, unless the model outputs it) and the backward graph (autodiff) to a
-// canonicalized model, as the flags say; returns the loss value. Fails naming the flag when the
-// loss cannot be built. With --precision fp16/bf16 the forward graph runs in mixed precision, and
-// with loss scaling (fp16's default) the backward pass is seeded with a fixed scale S, the
-// initial scale: one pass has no scale to adapt (the caller divides S out of the gradients).
-const Value* add_training_graph(Graph& g, const cli::Args& args, const TrainingPipelineOptions& precision) {
-  std::string loss = args.get("loss", "ce");
-  std::string loss_name = "loss";  // what add-loss names it
-  PassManager pm;
-  PassOptions ad;
-  if (loss.rfind("model:", 0) == 0) {
-    std::string name = loss.substr(6);
-    const Value* v = g.find_value(name);
-    if (!v || !v->is_graph_output()) {
-      std::string outs;
-      for (const Value* o : g.outputs()) outs += (outs.empty() ? "" : ", ") + o->name();
-      fail("--loss model:", name, ": the model has no output '", name, "' (outputs: ", outs, ")");
-    }
-    OTTER_CHECK(!args.has("output") && !args.has("labels"), "--output and --labels choose what add-loss reads; ",
-                "--loss model:", name, " uses the model's own loss");
-    loss_name = name;
-  } else {
-    OTTER_CHECK(loss == "ce" || loss == "mse", "--loss must be ce, mse or model:NAME, got '", loss, "'");
-    auto add = std::make_unique<AddLossPass>();
-    PassOptions al;
-    al.set("type", loss);
-    if (args.has("output")) al.set("output", args.get("output"));
-    al.set("labels", args.get("labels", "labels"));
-    add->configure(al);
-    pm.add(std::move(add));
-  }
-  if (precision.precision != "fp32") {
-    PassOptions mp;
-    mp.set("dtype", precision.precision);
-    mp.set("loss", loss_name);
-    auto pass = std::make_unique<MixedPrecisionPass>();
-    pass->configure(mp);
-    pm.add(std::move(pass));
-  }
-  ad.set("loss", loss_name);
-  ad.set("freeze", args.get("freeze", ""));
-  auto autodiff = std::make_unique<AutodiffPass>();
-  autodiff->configure(ad);
-  pm.add(std::move(autodiff));
-  if (loss_scale_mode(precision) != "off") {
-    PassOptions ls;
-    ls.set("mode", "static");
-    ls.set("init", str_cat(precision.init_scale));
-    auto pass = std::make_unique<LossScalePass>();
-    pass->configure(ls);
-    pm.add(std::move(pass));
-  }
-  pm.run(g);
-  return g.value(loss_name);
-}
-
-// The first batch of the data file: its first --batch-size samples (every sample without the flag),
-// of the arrays named after the graph's inputs (checked against their types and shapes).
-std::map<std::string, Tensor> first_batch(const Graph& g, const std::string& path, const cli::Args& args) {
-  std::vector<const Value*> inputs(g.inputs().begin(), g.inputs().end());
-  Dataset data = Dataset::from_npz(path, inputs);
-  if (!args.has("batch-size")) return data.arrays();
-  int64_t batch = args.get_int("batch-size", 0);
-  OTTER_CHECK(batch > 0, "--batch-size must be positive, got ", batch);
-  return DataLoader(data, batch, /*shuffle=*/false, /*seed=*/0).next();
-}
-
-// A gradient of the loss scaled by `scale`, divided back (exact: the scale is a power of two unless
-// the user gave another); fails when the scaled gradient overflowed, as a training step would skip.
-Tensor unscaled(const Tensor& g, double scale, const std::string& param) {
-  Tensor out = g.clone();
-  float* p = out.data<float>();
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    if (!std::isfinite(p[i]))
-      fail("grad: the gradient of '", param, "' overflowed at loss scale ", scale,
-           " (a training step would be skipped); give a smaller --loss-scale VALUE");
-    p[i] = static_cast<float>(p[i] / scale);
-  }
-  return out;
-}
-
-int cmd_grad(int argc, char** argv) {
-  std::vector<cli::FlagSpec> flags = {
-      {"data", true, "input arrays (.npz), named after the model inputs, plus the labels", "D.npz"},
-      {"out", true, "where to write 'loss' and 'grad/<parameter>' arrays (.npz)", "G.npz"},
-      {"batch-size", true, "use the first B samples (default: every sample)", "B"},
-      {"device", true, "auto|cpu|cuda (default auto)", "DEVICE"},
-      {"help", false, "show this help"},
-  };
-  flags.insert(flags.begin() + 2, kLossFlags.begin(), kLossFlags.end());
-  const auto precision_flag_list = precision_flags(/*interval=*/false);
-  flags.insert(flags.begin() + 2 + kLossFlags.size(), precision_flag_list.begin(), precision_flag_list.end());
-  cli::Args args("otter-train grad", flags);
-  args.parse(argc, argv, 2);
-  if (args.has("help")) {
-    std::cout << "usage: otter-train grad MODEL.onnx --data D.npz --out G.npz [options]\n\n"
-                 "One forward and backward pass on the first batch; writes the loss and the gradient of every\n"
-                 "trainable parameter (frozen ones excluded) as 'loss' and 'grad/<initializer name>', in fp32 and\n"
-                 "unscaled also with --precision fp16|bf16 (fp16 scales the loss by --init-scale or --loss-scale\n"
-                 "VALUE, 65536 by default, for the backward pass and divides the scale out).\n\n"
-              << args.help();
-    return 0;
-  }
-  if (args.positional().size() != 1) fail("grad: expected one model file (see otter-train grad --help)");
-  if (!args.has("data")) fail("grad: --data D.npz is required");
-  if (!args.has("out")) fail("grad: --out G.npz is required");
-  std::unique_ptr<Device> cuda;
-  Device& device = pick_device(args.get("device", "auto"), cuda);
-  TrainingPipelineOptions precision;
-  read_precision_flags(args, precision);
-  auto g = load_and_canonicalize(args.positional()[0]);
-  const Value* loss = add_training_graph(*g, args, precision);
-  auto feeds = first_batch(*g, args.get("data"), args);
-  ExecutorOptions eo;
-  eo.device = &device;
-  Executor ex(*g, eo);
-  auto outputs = ex.run(feeds);
-  std::vector<std::pair<std::string, Tensor>> out;
-  out.emplace_back("loss", device.to_host(outputs.at(loss->name())));
-  const double scale = g->loss_scale ? g->loss_scale->data().get_as_double(0) : 1.0;
-  for (const auto& [param, grad] : g->gradients)
-    out.emplace_back("grad/" + param->name(), unscaled(device.to_host(outputs.at(grad->name())), scale, param->name()));
-  write_npz(args.get("out"), out);
-  std::cout << "loss " << out[0].second.get_as_double(0) << "; wrote " << g->gradients.size() << " parameter gradient"
-            << (g->gradients.size() == 1 ? "" : "s") << " to " << args.get("out") << "\n";
-  return 0;
 }
 
 int cmd_predict(int argc, char** argv) {
@@ -383,6 +186,59 @@ const std::string& model_argument(const cli::Args& args, const std::string& cmd)
 std::string required(const cli::Args& args, const std::string& cmd, const std::string& flag, const std::string& what) {
   if (!args.has(flag)) fail(cmd, ": --", flag, " ", what, " is required");
   return args.get(flag);
+}
+
+// A number flag that must lie in [lo, hi] (hi_open: [lo, hi)).
+double ranged(const cli::Args& args, const std::string& flag, double dflt, double lo, double hi, bool lo_open = false,
+              bool hi_open = false) {
+  double v = args.get_float(flag, dflt);
+  bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  if (!ok)
+    fail("--", flag, " must be in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]", ", got ", args.get(flag));
+  return v;
+}
+
+int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt) {
+  int64_t v = args.get_int(flag, dflt);
+  if (v <= 0) fail("--", flag, " must be a positive integer, got ", args.get(flag));
+  return v;
+}
+
+// Flags of mixed precision and loss scaling (train and grad share them; grad has no interval).
+std::vector<cli::FlagSpec> precision_flags(bool interval = true) {
+  std::vector<cli::FlagSpec> f = {
+      {"precision", true, "fp32|fp16|bf16 (default fp32): fp16/bf16 run GEMMs and convolutions in half, fp32 master weights",
+       "P"},
+      {"loss-scale", true, "dynamic|off|VALUE (default dynamic for fp16, off otherwise); VALUE: a fixed scale", "S"},
+      {"init-scale", true, "initial dynamic loss scale (default 65536; kept in [1, 2^24])", "S"},
+  };
+  if (interval) f.push_back({"scale-interval", true, "good steps before the dynamic loss scale doubles (default 2000)", "N"});
+  return f;
+}
+
+void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
+  p.precision = args.get("precision", p.precision);
+  if (p.precision != "fp32" && p.precision != "fp16" && p.precision != "bf16")
+    fail("--precision must be fp32, fp16 or bf16, got '", p.precision, "'");
+  const std::string scale = args.get("loss-scale", "");
+  if (scale == "dynamic" || scale == "off") {
+    p.loss_scale = scale;
+  } else if (!scale.empty()) {
+    char* end = nullptr;
+    double v = std::strtod(scale.c_str(), &end);
+    if (*end || !(v > 0) || !std::isfinite(v))
+      fail("--loss-scale must be dynamic, off or a positive number, got '", scale, "'");
+    if (args.has("init-scale")) fail("--init-scale sets the dynamic scale; --loss-scale ", scale, " is a fixed one");
+    p.loss_scale = "static";
+    p.init_scale = v;
+  }
+  const bool dynamic = p.loss_scale.empty() ? p.precision == "fp16" : p.loss_scale == "dynamic";
+  for (const char* f : {"init-scale", "scale-interval"})
+    if (args.has(f) && !dynamic)
+      fail("--", f, " applies to dynamic loss scaling, which is off (--precision ", p.precision,
+           scale.empty() ? "" : ", --loss-scale " + scale, ")");
+  if (args.has("init-scale")) p.init_scale = ranged(args, "init-scale", p.init_scale, 0, 1e38, /*lo_open=*/true);
+  p.scale_interval = positive(args, "scale-interval", p.scale_interval);
 }
 
 std::vector<cli::FlagSpec> train_flags() {
@@ -644,6 +500,84 @@ int cmd_eval(int argc, char** argv) {
   std::printf("loss %.4f", r.loss);
   if (r.has_accuracy) std::printf("  accuracy %.2f%%", 100 * r.accuracy);
   std::printf("  (%" PRId64 " samples)\n", r.samples);
+  return 0;
+}
+
+const char* kGradUsage =
+    "usage: otter-train grad MODEL.onnx --data D.npz --out G.npz [options]\n"
+    "\n"
+    "One forward and backward pass (training mode) on the first batch: writes the loss and the\n"
+    "gradient of every trainable parameter (frozen ones left out) as 'loss' and 'grad/<initializer>'.\n"
+    "The gradients are fp32 and unscaled also with --precision fp16|bf16 (fp16 scales the loss by\n"
+    "--init-scale, or --loss-scale VALUE, 65536 by default, for the backward pass and divides it out).\n";
+
+// The first batch of a data file: its first --batch-size samples (every sample without the flag),
+// of the arrays named after the graph's inputs (checked against their types and shapes).
+std::map<std::string, Tensor> first_batch(const Graph& g, const std::string& path, const cli::Args& args) {
+  const int64_t batch = args.has("batch-size") ? positive(args, "batch-size", 1) : 0;
+  Dataset data = Dataset::from_npz(path, std::vector<const Value*>(g.inputs().begin(), g.inputs().end()));
+  if (batch == 0) return data.arrays();
+  return DataLoader(data, batch, /*shuffle=*/false, /*seed=*/0).next();
+}
+
+// A gradient of the loss scaled by `scale`, divided back (exact: the scale is a power of two unless
+// the user gave another); fails when the scaled gradient overflowed, as a training step would skip.
+Tensor unscaled(const Tensor& g, double scale, const std::string& param) {
+  Tensor out = g.clone();
+  float* p = out.data<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    if (!std::isfinite(p[i]))
+      fail("grad: the gradient of '", param, "' overflowed at loss scale ", scale,
+           " (a training step would be skipped); give a smaller --loss-scale VALUE");
+    p[i] = static_cast<float>(p[i] / scale);
+  }
+  return out;
+}
+
+int cmd_grad(int argc, char** argv) {
+  std::vector<cli::FlagSpec> flags = {
+      {"data", true, "input arrays (.npz) named after the model inputs, and the labels", "D.npz"},
+      {"out", true, "where to write 'loss' and 'grad/<parameter>' (.npz)", "G.npz"},
+  };
+  for (auto& l : loss_flags()) flags.push_back(l);
+  flags.push_back({"freeze", true, "give no gradient to parameters matching this glob (comma-separated for several)",
+                   "PATTERN"});
+  for (auto& f : precision_flags(/*interval=*/false)) flags.push_back(f);
+  flags.push_back({"batch-size", true, "use the first B samples (default: every sample)", "B"});
+  flags.push_back({"device", true, "auto|cpu|cuda (default auto)", "DEVICE"});
+  flags.push_back({"help", false, "show this help"});
+  cli::Args args("otter-train grad", flags);
+  if (!parse_command(args, argc, argv, kGradUsage)) return 0;
+  const std::string model = model_argument(args, "grad");
+  const std::string data_path = required(args, "grad", "data", "D.npz");
+  const std::string out_path = required(args, "grad", "out", "G.npz");
+  TrainingPipelineOptions p;
+  read_loss_flags(args, p);
+  read_precision_flags(args, p);
+  if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
+  std::unique_ptr<Device> cuda;
+  Device& device = pick_device(args.get("device", "auto"), cuda);
+
+  auto g = import_onnx_file(model);
+  CpuConstantEvaluator evaluator;
+  PassContext ctx;
+  ctx.evaluator = &evaluator;
+  PassManager pm(ctx);
+  pm.add_pipeline(gradient_pipeline(p));
+  pm.run(*g);
+  auto feeds = first_batch(*g, data_path, args);
+  ExecutorOptions eo;
+  eo.device = &device;
+  Executor ex(*g, eo);
+  auto outputs = ex.run(feeds);
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.emplace_back("loss", device.to_host(outputs.at(loss_value_name(p))));
+  const double scale = g->loss_scale ? g->loss_scale->data().get_as_double(0) : 1.0;
+  for (const auto& [param, grad] : g->gradients)
+    out.emplace_back("grad/" + param->name(), unscaled(device.to_host(outputs.at(grad->name())), scale, param->name()));
+  write_npz(out_path, out);
+  std::printf("loss %.6g; wrote %zu parameter gradient%s to %s\n", out[0].second.get_as_double(0),
+              g->gradients.size(), g->gradients.size() == 1 ? "" : "s", out_path.c_str());
   return 0;
 }
 
