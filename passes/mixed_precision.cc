@@ -1,6 +1,7 @@
 // mixed-precision pass (see mixed_precision.h).
 #include "passes/mixed_precision.h"
 
+#include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -266,7 +267,7 @@ MixedPrecisionStats mixed_precision(Graph& g, const MixedPrecisionOptions& o) {
   return MixedPrecision(g, o).run();
 }
 
-Value* hoist_weight_cast(Graph& g, Value* p) {
+Value* hoist_weight_cast(Graph& g, Value* p, bool frozen) {
   std::vector<Node*> casts;
   for (auto [user, idx] : p->uses())
     if (user->domain().empty() && user->op_type() == "Cast" && user->program() == Program::kMicroStep &&
@@ -281,7 +282,8 @@ Value* hoist_weight_cast(Graph& g, Value* p) {
   Value* first = casts[0]->output(0);
   const std::string name = first->name();
   g.rename_value(first, g.unique_name(name + ".cast"));
-  Value* copy = g.add_state(name, convert_float_tensor(p->data(), t));
+  Tensor rounded = convert_float_tensor(p->data(), t);
+  Value* copy = frozen ? g.add_initializer(name, rounded, false) : g.add_state(name, rounded);
   for (Node* c : casts) {
     g.replace_all_uses(c->output(0), copy);
     g.remove_node(c);

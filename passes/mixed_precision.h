@@ -60,8 +60,9 @@ Tensor convert_float_tensor(const Tensor& t, DataType to);
 // micro-step program by one state value of the Cast's name (`%p.f16`), initialised with the rounded
 // weight, and returns it (nullptr when `p` has no such Cast). The caller makes the apply program
 // write it (the optimizer's update kernel rounds the new weight into it), so the half copy is made
-// once per optimizer step instead of once per micro-batch.
-Value* hoist_weight_cast(Graph& g, Value* p);
+// once per optimizer step instead of once per micro-batch. A `frozen` parameter (no gradient, no
+// update) gets a constant instead.
+Value* hoist_weight_cast(Graph& g, Value* p, bool frozen = false);
 
 class MixedPrecisionPass : public Pass {
  public:

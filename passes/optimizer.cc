@@ -1,6 +1,8 @@
 // optimizer pass (see optimizer.h).
 #include "passes/optimizer.h"
 
+#include <set>
+
 #include "graph/error.h"
 #include "graph/op_table.h"
 #include "passes/mixed_precision.h"
@@ -17,6 +19,16 @@ Node* apply_node(Graph& g, const std::string& op, const std::vector<Value*>& ins
   n->set_program(Program::kApply);
   for (auto& [k, a] : attrs) n->set_attr(k, a);
   infer_node(*n);
+  return n;
+}
+
+// Frozen parameters never change: their half copies become constants. Returns how many.
+int64_t fold_frozen_weight_casts(Graph& g) {
+  std::set<const Value*> updated;
+  for (const auto& [p, acc] : g.gradients) updated.insert(p);
+  int64_t n = 0;
+  for (Value* v : g.initializers())
+    if (v->trainable() && !updated.count(v)) n += hoist_weight_cast(g, v, /*frozen=*/true) != nullptr;
   return n;
 }
 
@@ -136,6 +148,7 @@ OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
   Value* step_new = apply_node(g, "StepCount", {step, finite}, {step->name() + ".new"})->output(0);
   g.state_updates[step] = step_new;
   wire_loss_scale_update(g, finite);
+  st.half_copies += fold_frozen_weight_casts(g);
   // Metrics the apply program reports (the executor of each program returns the outputs it makes).
   g.add_output(lr);
   g.add_output(finite);

@@ -20,7 +20,7 @@
 // state `%w.f16` (hoist_weight_cast, passes/mixed_precision.h), initialised with the rounded initial
 // weight, and the update takes it as an extra input and writes the rounded new weight into it in
 // the same kernel (output `%w.f16.new`): one half copy per weight per optimizer step, no Cast left
-// in the micro-step program. Counter half_copies.
+// in the micro-step program. A frozen parameter's half copy becomes a constant. Counter half_copies.
 // Does not: accumulate or scale gradients (earlier passes do), nor update the loss scale.
 #pragma once
 

@@ -54,6 +54,12 @@ std::string loss_scale_step(const TrainingPipelineOptions& o, const std::string&
   return s + "}";
 }
 
+// The model's own loss is named: its subgraph stays fp32.
+std::string mixed_precision_step(const TrainingPipelineOptions& o) {
+  const std::string loss = loss_value_name(o);
+  return "mixed-precision{dtype=" + o.precision + (loss == "loss" ? "" : ",loss=" + loss) + "}";
+}
+
 std::string optimizer_step(const OptimizerConfig& c) {
   const OptimizerConfig d;
   std::string s = "optimizer{type=" + option_value("optimizer", c.type) + ",lr=" + number(c.lr);
@@ -87,7 +93,11 @@ std::string loss_value_name(const TrainingPipelineOptions& o) {
 std::string gradient_pipeline(const TrainingPipelineOptions& o) {
   std::string text = "canonicalize";
   if (o.loss.rfind("model:", 0) != 0) text += "," + add_loss_step(o);
-  return text + "," + autodiff_step(o, loss_value_name(o));
+  if (o.precision != "fp32") text += "," + mixed_precision_step(o);
+  text += "," + autodiff_step(o, loss_value_name(o));
+  // One pass has no scale to adapt: a dynamic scale is its initial value, fixed.
+  if (loss_scale_mode(o) != "off") text += "," + loss_scale_step(o, "static");
+  return text;
 }
 
 std::string eval_pipeline(const TrainingPipelineOptions& o) {
@@ -118,7 +128,7 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   if (o.precision != "fp32") {
     require(registry, "mixed-precision", "precision " + o.precision);
     // The model's own loss must be named: its subgraph stays fp32.
-    steps.push_back("mixed-precision{dtype=" + o.precision + (loss == "loss" ? "" : ",loss=" + loss) + "}");
+    steps.push_back(mixed_precision_step(o));
   }
   // The backward graph, seeded with 1: the passes below rewrite the seed (S, then S/K).
   steps.push_back(autodiff_step(o, loss));

@@ -37,9 +37,10 @@ std::string loss_scale_mode(const TrainingPipelineOptions& o);
 std::string training_pipeline(const TrainingPipelineOptions& o,
                               const PassRegistry& registry = PassRegistry::instance());
 
-// The pipeline up to the backward graph (canonicalize, the loss, autodiff with the freeze globs):
-// a graph whose outputs are the loss and every trainable parameter's gradient, as `otter-train grad`
-// runs it. No precision change, accumulation or optimizer.
+// The pipeline up to the backward graph (canonicalize, the loss, mixed precision when asked,
+// autodiff with the freeze globs, a fixed loss scale when scaling is on): a graph whose outputs are
+// the loss and every trainable parameter's gradient (times the scale S), as `otter-train grad` runs
+// it. No accumulation or optimizer.
 std::string gradient_pipeline(const TrainingPipelineOptions& o);
 // The name of the loss value the pipelines train: NAME for model:NAME, else "loss" (add-loss's).
 std::string loss_value_name(const TrainingPipelineOptions& o);

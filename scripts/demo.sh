@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds otter, shows the digits MLP before and after canonicalize, then trains the
-# digits MLP and CNN with otter-train and prints their test accuracy.
+# digits MLP and CNN with otter-train (and the MLP again in fp16 mixed precision with 4-step gradient
+# accumulation) and prints their test accuracy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
@@ -21,6 +22,11 @@ echo "== otter-train train: the digits CNN (AdamW, lr 0.005 with cosine decay, 4
 "$build_dir/tools/otter-train" train models/digits/cnn.onnx --data models/digits/train_img.npz \
   --eval-data models/digits/test_img.npz --optimizer adamw --lr 0.005 --schedule cosine --batch-size 16 --epochs 40 \
   --log-every 840 --save "$out/cnn_checkpoint"
+echo
+echo "== otter-train train: the digits MLP in mixed precision (fp16 with dynamic loss scaling, 4 micro-batches of 8 per step) =="
+"$build_dir/tools/otter-train" train models/digits/mlp.onnx --data models/digits/train.npz \
+  --eval-data models/digits/test.npz --precision fp16 --accum 4 --optimizer adamw --lr 0.01 --schedule cosine \
+  --batch-size 8 --epochs 20 --log-every 210
 echo
 echo "== otter-train eval: the exported MLP =="
 "$build_dir/tools/otter-train" eval "$out/mlp_trained.onnx" --data models/digits/test.npz

@@ -204,15 +204,16 @@ int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt) {
   return v;
 }
 
-// Flags of mixed precision and loss scaling (train and grad share them).
-std::vector<cli::FlagSpec> precision_flags() {
-  return {
+// Flags of mixed precision and loss scaling (train and grad share them; grad has no interval).
+std::vector<cli::FlagSpec> precision_flags(bool interval = true) {
+  std::vector<cli::FlagSpec> f = {
       {"precision", true, "fp32|fp16|bf16 (default fp32): fp16/bf16 run GEMMs and convolutions in half, fp32 master weights",
        "P"},
       {"loss-scale", true, "dynamic|off|VALUE (default dynamic for fp16, off otherwise); VALUE: a fixed scale", "S"},
       {"init-scale", true, "initial dynamic loss scale (default 65536; kept in [1, 2^24])", "S"},
-      {"scale-interval", true, "good steps before the dynamic loss scale doubles (default 2000)", "N"},
   };
+  if (interval) f.push_back({"scale-interval", true, "good steps before the dynamic loss scale doubles (default 2000)", "N"});
+  return f;
 }
 
 void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
@@ -506,7 +507,9 @@ const char* kGradUsage =
     "usage: otter-train grad MODEL.onnx --data D.npz --out G.npz [options]\n"
     "\n"
     "One forward and backward pass (training mode) on the first batch: writes the loss and the\n"
-    "gradient of every trainable parameter (frozen ones left out) as 'loss' and 'grad/<initializer>'.\n";
+    "gradient of every trainable parameter (frozen ones left out) as 'loss' and 'grad/<initializer>'.\n"
+    "The gradients are fp32 and unscaled also with --precision fp16|bf16 (fp16 scales the loss by\n"
+    "--init-scale, or --loss-scale VALUE, 65536 by default, for the backward pass and divides it out).\n";
 
 // The first batch of a data file: its first --batch-size samples (every sample without the flag),
 // of the arrays named after the graph's inputs (checked against their types and shapes).
@@ -517,6 +520,20 @@ std::map<std::string, Tensor> first_batch(const Graph& g, const std::string& pat
   return DataLoader(data, batch, /*shuffle=*/false, /*seed=*/0).next();
 }
 
+// A gradient of the loss scaled by `scale`, divided back (exact: the scale is a power of two unless
+// the user gave another); fails when the scaled gradient overflowed, as a training step would skip.
+Tensor unscaled(const Tensor& g, double scale, const std::string& param) {
+  Tensor out = g.clone();
+  float* p = out.data<float>();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    if (!std::isfinite(p[i]))
+      fail("grad: the gradient of '", param, "' overflowed at loss scale ", scale,
+           " (a training step would be skipped); give a smaller --loss-scale VALUE");
+    p[i] = static_cast<float>(p[i] / scale);
+  }
+  return out;
+}
+
 int cmd_grad(int argc, char** argv) {
   std::vector<cli::FlagSpec> flags = {
       {"data", true, "input arrays (.npz) named after the model inputs, and the labels", "D.npz"},
@@ -525,6 +542,7 @@ int cmd_grad(int argc, char** argv) {
   for (auto& l : loss_flags()) flags.push_back(l);
   flags.push_back({"freeze", true, "give no gradient to parameters matching this glob (comma-separated for several)",
                    "PATTERN"});
+  for (auto& f : precision_flags(/*interval=*/false)) flags.push_back(f);
   flags.push_back({"batch-size", true, "use the first B samples (default: every sample)", "B"});
   flags.push_back({"device", true, "auto|cpu|cuda (default auto)", "DEVICE"});
   flags.push_back({"help", false, "show this help"});
@@ -535,6 +553,7 @@ int cmd_grad(int argc, char** argv) {
   const std::string out_path = required(args, "grad", "out", "G.npz");
   TrainingPipelineOptions p;
   read_loss_flags(args, p);
+  read_precision_flags(args, p);
   if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
   std::unique_ptr<Device> cuda;
   Device& device = pick_device(args.get("device", "auto"), cuda);
@@ -553,8 +572,9 @@ int cmd_grad(int argc, char** argv) {
   auto outputs = ex.run(feeds);
   std::vector<std::pair<std::string, Tensor>> out;
   out.emplace_back("loss", device.to_host(outputs.at(loss_value_name(p))));
+  const double scale = g->loss_scale ? g->loss_scale->data().get_as_double(0) : 1.0;
   for (const auto& [param, grad] : g->gradients)
-    out.emplace_back("grad/" + param->name(), device.to_host(outputs.at(grad->name())));
+    out.emplace_back("grad/" + param->name(), unscaled(device.to_host(outputs.at(grad->name())), scale, param->name()));
   write_npz(out_path, out);
   std::printf("loss %.6g; wrote %zu parameter gradient%s to %s\n", out[0].second.get_as_double(0),
               g->gradients.size(), g->gradients.size() == 1 ? "" : "s", out_path.c_str());
