@@ -131,6 +131,22 @@ void infer_graph(Graph& g) {
   for (Node* n : g.node_list()) infer_node(*n);
 }
 
+void pin_batch(Graph& g, int64_t b) {
+  OTTER_CHECK(b >= 1, "the batch size must be positive, got ", b);
+  for (Value* in : g.inputs()) {
+    Shape s = in->shape();
+    if (!s.rank_known || s.rank() == 0) continue;
+    if (s.dims[0].is_static()) {
+      OTTER_CHECK(s.dims[0].value == b, "model input '", in->name(), "' has a fixed batch of ", s.dims[0].value,
+                  "; the batch size must be ", s.dims[0].value, ", got ", b);
+      continue;
+    }
+    s.dims[0] = Dim(b);
+    in->set_shape(s);
+  }
+  infer_graph(g);
+}
+
 Shape broadcast_shapes(InferContext& ctx, const std::vector<Shape>& shapes) {
   size_t rank = 0;
   for (const Shape& s : shapes) {

@@ -109,6 +109,10 @@ void register_internal_ops(OpTable& t);
 void infer_node(Node& n);
 // Runs inference over the whole graph in order.
 void infer_graph(Graph& g);
+// Fixes the sample axis (dim 0) of every graph input to b and re-runs inference, so a training
+// graph gets static shapes (shape arithmetic folds, memory can be planned). Fails when an input's
+// batch is fixed to another size.
+void pin_batch(Graph& g, int64_t b);
 
 // Supported opset range of the default domain.
 constexpr int kMinOnnxOpset = 13;

@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "graph/onnx_io.h"
+#include "graph/op_table.h"
 #include "runtime/constant_eval.h"
 
 namespace otter {
@@ -47,22 +48,6 @@ std::string model_fingerprint(const Graph& g) {
   char buf[17];
   std::snprintf(buf, sizeof(buf), "%016" PRIx64, h);
   return buf;
-}
-
-// Fixes the sample axis of every graph input to b, so the training graph has static shapes (shape
-// arithmetic folds, memory can be planned) and is compiled once.
-void pin_batch(Graph& g, int64_t b) {
-  for (Value* in : g.inputs()) {
-    Shape s = in->shape();
-    if (!s.rank_known || s.rank() == 0) continue;
-    if (s.dims[0].is_static()) {
-      OTTER_CHECK(s.dims[0].value == b, "model input '", in->name(), "' has a fixed batch of ", s.dims[0].value,
-                  "; the batch size must be ", s.dims[0].value, ", got ", b);
-      continue;
-    }
-    s.dims[0] = Dim(b);
-    in->set_shape(s);
-  }
 }
 
 // Rows [begin, begin + count) of t, sharing its storage.

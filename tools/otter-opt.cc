@@ -7,6 +7,7 @@
 #include "graph/graph_stats.h"
 #include "graph/json_writer.h"
 #include "graph/onnx_io.h"
+#include "graph/op_table.h"
 #include "passes/instruments.h"
 #include "passes/pass_manager.h"
 #include "runtime/constant_eval.h"
@@ -186,6 +187,9 @@ PrintSelection checked_selection(const cli::Args& args, const PassManager& pm, G
 // Reads the model, runs the pipeline with the instruments asked for, and writes the results.
 int transform(const cli::Args& args, const PrintSelection& sel, GraphFormat gf, PassManager& pm) {
   auto g = import_onnx_file(args.positional()[0]);
+  // As otter-train does before its pipeline: static shapes, so shape chains fold and memory-plan
+  // places every activation.
+  if (args.has("batch")) pin_batch(*g, args.get_int("batch", 0));
   CpuConstantEvaluator evaluator;
   pm.context().evaluator = &evaluator;
   pm.set_verify(!args.has("no-verify"));
@@ -220,7 +224,7 @@ int run(int argc, char** argv) {
       {"dump-dir", true, "write dumps to numbered files in DIR (default: after every pass)", "DIR"},
       {"format", true, "text, dot (Graphviz) or json for graphs and stats; text or md for --list-passes", "FMT"},
       {"stats", false, "per-pass counters and final-graph statistics, on stderr"},
-      {"batch", true, "bind the inputs' symbolic batch dim to N for --stats", "N"},
+      {"batch", true, "fix the inputs' batch dim to N before the pipeline (as otter-train does)", "N"},
       {"list-passes", false, "list passes with their options, and named pipelines"},
       {"o", true, "write the result as an ONNX model (internal ops in domain ai.otter)", "OUT.onnx"},
       {"no-verify", false, "do not verify the graph after each pass"},
