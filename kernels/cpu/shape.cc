@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/common/shape_params.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
@@ -356,26 +357,8 @@ class SplitKernel : public Kernel {
     const int64_t a = normalize_axis(ctx, axis_, r);
     const int64_t dim = x.dims()[a];
     const int nout = ctx.num_outputs();
-    std::vector<int64_t> sizes;
-    if (ctx.has_input(1)) sizes = int_input(ctx, 1, "split");
-    else if (!split_attr_.empty()) sizes = split_attr_;
-    if (!sizes.empty()) {
-      int64_t sum = 0;
-      for (int64_t s : sizes) {
-        if (s < 0) ctx.error(str_cat("split ", dims_to_string(sizes), " has a negative size"));
-        sum += s;
-      }
-      if (static_cast<int>(sizes.size()) != nout || sum != dim)
-        ctx.error(str_cat("split ", dims_to_string(sizes), " does not divide axis ", a, " of ", x.describe(),
-                          " into ", nout, " outputs"));
-    } else {
-      int64_t n = num_outputs_ > 0 ? num_outputs_ : nout;
-      if (n != nout) ctx.error(str_cat("num_outputs is ", n, " but the node has ", nout, " outputs"));
-      int64_t chunk = (dim + n - 1) / n;
-      if (num_outputs_ == 0 && dim % n != 0)
-        ctx.error(str_cat("cannot split axis ", a, " of ", x.describe(), " evenly into ", n, " outputs"));
-      for (int64_t i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
-    }
+    const std::vector<int64_t> sizes = params::split_sizes(
+        ctx, x, a, nout, ctx.has_input(1) ? int_input(ctx, 1, "split") : split_attr_, num_outputs_);
     const size_t es = dtype_size(x.dtype());
     int64_t outer = 1, inner = 1;
     for (int64_t k = 0; k < a; ++k) outer *= x.dims()[k];
@@ -412,42 +395,13 @@ class SliceKernel : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t r = x.rank();
-    std::vector<int64_t> starts = int_input(ctx, 1, "starts"), ends = int_input(ctx, 2, "ends");
-    if (starts.size() != ends.size())
-      ctx.error(str_cat("starts ", dims_to_string(starts), " and ends ", dims_to_string(ends), " differ in length"));
-    const size_t n = starts.size();
-    std::vector<int64_t> axes, steps;
-    if (ctx.has_input(3)) axes = int_input(ctx, 3, "axes");
-    else for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
-    if (ctx.has_input(4)) steps = int_input(ctx, 4, "steps");
-    else steps.assign(n, 1);
-    if (axes.size() != n || steps.size() != n)
-      ctx.error(str_cat("starts, ends, axes and steps must have the same length"));
-    std::vector<int64_t> st(static_cast<size_t>(r), 0), step(static_cast<size_t>(r), 1), od = x.dims();
-    std::vector<bool> seen(static_cast<size_t>(r), false);
-    for (size_t i = 0; i < n; ++i) {
-      int64_t a = normalize_axis(ctx, axes[i], r);
-      if (seen[a]) ctx.error(str_cat("axis ", axes[i], " is repeated in axes ", dims_to_string(axes)));
-      seen[a] = true;
-      int64_t s = starts[i], e = ends[i], k = steps[i], dim = x.dims()[a];
-      if (k == 0) ctx.error(str_cat("step for axis ", axes[i], " is 0"));
-      k = std::max<int64_t>(k, -std::numeric_limits<int64_t>::max());
-      if (s < 0) s += dim;
-      if (e < 0) e += dim;
-      int64_t len;
-      if (k > 0) {
-        s = std::clamp<int64_t>(s, 0, dim);
-        e = std::clamp<int64_t>(e, 0, dim);
-        len = e > s ? 1 + (e - s - 1) / k : 0;
-      } else {
-        s = std::clamp<int64_t>(s, 0, dim - 1);
-        e = std::clamp<int64_t>(e, -1, dim - 1);
-        len = s > e ? 1 + (s - e - 1) / (-k) : 0;
-      }
-      st[a] = s;
-      step[a] = k;
-      od[a] = len;
-    }
+    const params::Slice p = params::resolve_slice(
+        ctx, x.dims(), int_input(ctx, 1, "starts"), int_input(ctx, 2, "ends"),
+        ctx.has_input(3) ? int_input(ctx, 3, "axes") : std::vector<int64_t>{},
+        ctx.has_input(4) ? int_input(ctx, 4, "steps") : std::vector<int64_t>{});
+    const std::vector<int64_t>& st = p.start;
+    const std::vector<int64_t>& step = p.step;
+    const std::vector<int64_t>& od = p.dims;
     Tensor& out = ctx.allocate_output(0, x.dtype(), od);
     if (out.numel() == 0) return;
     std::vector<int64_t> is = contiguous_strides(x.dims()), ist(static_cast<size_t>(r));
