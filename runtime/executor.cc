@@ -126,6 +126,10 @@ void check_feed(const Value* v, const Tensor& t, std::map<std::string, int64_t>&
 std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds,
                                             const std::vector<std::string>& extra_outputs) {
   std::vector<Tensor> slots(num_slots_);
+  // Host copies of what lives on another device: feeds given on the host and constant
+  // initializers, for kernels that need shape-like inputs on the host (see KernelContext).
+  const bool on_device = device_->type() != DeviceType::kCpu;
+  std::vector<const Tensor*> host_slots(on_device ? num_slots_ : 0, nullptr);
   std::map<std::string, int64_t> symbols;
   for (const Value* v : graph_.values()) {
     if (v->kind() == ValueKind::kNode) continue;
@@ -134,10 +138,13 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     if (it != feeds.end()) {
       check_feed(v, it->second, symbols);
       slots[sl] = device_->to_device(it->second);
+      if (on_device && it->second.on_host()) host_slots[sl] = &it->second;
     } else if (v->kind() == ValueKind::kInput) {
       fail("missing input '", v->name(), "' (", v->type_string(), ")");
     } else {
       slots[sl] = resident_[sl];
+      if (on_device && v->kind() == ValueKind::kInitializer && !v->trainable() && v->has_data())
+        host_slots[sl] = &v->data();
     }
   }
   std::vector<int> extra_slots;
@@ -148,14 +155,18 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
   std::vector<bool> pinned(num_slots_, false);
   for (int s : extra_slots) pinned[s] = true;
 
-  std::vector<const Tensor*> ins;
+  std::vector<const Tensor*> ins, host_ins;
   std::vector<Tensor*> outs;
   for (Step& s : steps_) {
     ins.clear();
     outs.clear();
+    host_ins.clear();
     for (int sl : s.in_slots) ins.push_back(sl >= 0 ? &slots[sl] : nullptr);
     for (int sl : s.out_slots) outs.push_back(sl >= 0 ? &slots[sl] : nullptr);
+    if (on_device)
+      for (int sl : s.in_slots) host_ins.push_back(sl >= 0 ? host_slots[sl] : nullptr);
     KernelContext ctx(*s.node, ins, outs, device_->allocator());
+    ctx.set_host_inputs(host_ins);
     ctx.device = device_;
     ctx.rng = &rng_;
     ctx.first_micro_step = first_micro_step_;
