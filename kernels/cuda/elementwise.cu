@@ -1,5 +1,5 @@
 // CUDA element-wise kernels: arithmetic, activations, comparisons, logic, Clip, Pow, Where, Cast and
-// the variadic Sum/Mean/Min/Max, with numpy broadcasting. The per-element math is the shared
+// the variadic Min/Max, with numpy broadcasting. The per-element math is the shared
 // functors of kernels/common/elementwise.h; half types compute in float.
 #include <limits>
 
@@ -63,11 +63,6 @@ __global__ void where_kernel(int64_t n, const bool* c, const T* x, const T* y, T
 template <typename D, typename S>
 __global__ void cast_kernel(int64_t n, const S* x, D* y) {
   OTTER_GRID_STRIDE(i, n) { y[i] = cast_value<D>(x[i]); }
-}
-
-template <typename S>
-__global__ void scale_kernel(int64_t n, S* p, compute_type<S> factor) {
-  OTTER_GRID_STRIDE(i, n) { p[i] = store_value<S>(load_value(p[i]) * factor); }
 }
 
 // ---- launchers ---------------------------------------------------------------------------------
@@ -205,11 +200,11 @@ class UnaryKernel : public Kernel {
   F f_;
 };
 
-// Sum / Mean / Min / Max over any number of broadcast inputs, folded pairwise into the output.
-template <typename F, Types Set>
+// Min / Max over any number of broadcast inputs, folded pairwise into the output.
+template <typename F>
 class VariadicKernel : public Kernel {
  public:
-  VariadicKernel(const Node&, bool mean) : mean_(mean) {}
+  explicit VariadicKernel(const Node&) {}
   void run(KernelContext& ctx) override {
     const int n = ctx.num_inputs();
     if (n < 1) ctx.error("needs at least one input");
@@ -220,28 +215,17 @@ class VariadicKernel : public Kernel {
     }
     const auto dims = broadcast_or_fail(ctx, ins);
     const Tensor& a = ctx.input(0);
-    dispatch_set<Set>(a.dtype(), [&](auto tag) {
+    dispatch_numeric(a.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       Tensor& out = ctx.allocate_output(0, a.dtype(), dims);
       if (n == 1) {
         device_of(ctx).copy_async(out.raw(), a.raw(), a.nbytes());
-      } else {
-        launch_binary<S, S>(ctx, a, ctx.input(1), out, F{});
-        for (int i = 2; i < n; ++i) launch_binary<S, S>(ctx, out, ctx.input(i), out, F{});
+        return;
       }
-      if constexpr (std::is_floating_point_v<compute_type<S>>) {
-        if (mean_ && out.numel() > 0) {
-          const auto inv = compute_type<S>(1) / static_cast<compute_type<S>>(n);
-          scale_kernel<S><<<grid_for(out.numel()), kBlock, 0, stream_of(ctx)>>>(out.numel(), static_cast<S*>(out.raw()),
-                                                                                 inv);
-          OTTER_CUDA_LAUNCH_CHECK();
-        }
-      }
+      launch_binary<S, S>(ctx, a, ctx.input(1), out, F{});
+      for (int i = 2; i < n; ++i) launch_binary<S, S>(ctx, out, ctx.input(i), out, F{});
     });
   }
-
- private:
-  bool mean_;
 };
 
 class CastKernel : public Kernel {
@@ -361,11 +345,9 @@ KernelFactory elementwise_kernel(const std::string& op) {
   if (op == "Mul") return make<BinaryKernel<MulOp, T::kNumeric, false>>();
   if (op == "Div") return make<BinaryKernel<DivOp, T::kNumeric, false>>();
   if (op == "Pow") return make<PowKernel>();
-  if (op == "Sum") return make<VariadicKernel<AddOp, T::kNumeric>>(false);
-  if (op == "Mean") return make<VariadicKernel<AddOp, T::kFloat>>(true);
-  if (op == "Min") return make<VariadicKernel<MinOp, T::kNumeric>>(false);
-  if (op == "Max") return make<VariadicKernel<MaxOp, T::kNumeric>>(false);
-  if (op == "Neg") return unary<NegOp, T::kNumeric>();
+  if (op == "Min") return make<VariadicKernel<MinOp>>();
+  if (op == "Max") return make<VariadicKernel<MaxOp>>();
+  if (op == "Neg") return unary<NegOp, T::kNumeric>();  // the op table admits signed types only
   if (op == "Abs") return unary<AbsOp, T::kNumeric>();
   if (op == "Relu") return unary<ReluOp, T::kNumeric>();
   if (op == "Sqrt") return unary<SqrtOp, T::kFloat>();
@@ -390,12 +372,8 @@ KernelFactory elementwise_kernel(const std::string& op) {
   if (op == "Clip") return make<ClipKernel>();
   if (op == "Equal") return make<BinaryKernel<EqualOp, T::kAll, true>>();
   if (op == "Less") return make<BinaryKernel<LessOp, T::kNumeric, true>>();
-  if (op == "LessOrEqual") return make<BinaryKernel<LessOrEqualOp, T::kNumeric, true>>();
   if (op == "Greater") return make<BinaryKernel<GreaterOp, T::kNumeric, true>>();
-  if (op == "GreaterOrEqual") return make<BinaryKernel<GreaterOrEqualOp, T::kNumeric, true>>();
   if (op == "And") return make<BinaryKernel<AndOp, T::kBool, true>>();
-  if (op == "Or") return make<BinaryKernel<OrOp, T::kBool, true>>();
-  if (op == "Xor") return make<BinaryKernel<XorOp, T::kBool, true>>();
   if (op == "Not") return unary<NotOp, T::kBool>();
   if (op == "Where") return make<WhereKernel>();
   if (op == "Cast") return make<CastKernel>();

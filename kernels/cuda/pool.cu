@@ -1,6 +1,6 @@
 // CUDA pooling kernels: MaxPool (with the Indices output, storage_order, dilations, ceil_mode) and
 // AveragePool (count_include_pad) over 1 to 3 spatial axes, one thread per output element with the
-// same window arithmetic as the CPU kernel; GlobalAveragePool / GlobalMaxPool as reductions.
+// same window arithmetic as the CPU kernel; GlobalAveragePool as a reduction.
 #include <cmath>
 
 #include "kernels/common/window.h"
@@ -157,10 +157,10 @@ class PoolKernel : public Kernel {
   int64_t storage_order_;
 };
 
-// One value per (n, c) plane: a reduction over the spatial axes.
-class GlobalPoolKernel : public Kernel {
+// One value per (n, c) plane: the mean over the spatial axes.
+class GlobalAveragePoolKernel : public Kernel {
  public:
-  GlobalPoolKernel(const Node&, bool max) : max_(max) {}
+  explicit GlobalAveragePoolKernel(const Node&) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (x.rank() < 2) ctx.error(str_cat("X must have rank >= 2 (N, C, spatial...), got ", x.describe()));
@@ -169,11 +169,8 @@ class GlobalPoolKernel : public Kernel {
     Tensor& y = ctx.allocate_output(0, x.dtype(), odims);
     std::vector<bool> reduced(static_cast<size_t>(x.rank()), true);
     reduced[0] = reduced[1] = false;
-    reduce_axes(ctx, max_ ? Reduction::kMax : Reduction::kMean, x, y, reduced);
+    reduce_axes(ctx, Reduction::kMean, x, y, reduced);
   }
-
- private:
-  bool max_;
 };
 
 }  // namespace
@@ -181,10 +178,8 @@ class GlobalPoolKernel : public Kernel {
 KernelFactory pool_kernel(const std::string& op) {
   if (op == "MaxPool" || op == "AveragePool")
     return [max = op == "MaxPool"](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PoolKernel>(n, max); };
-  if (op == "GlobalAveragePool" || op == "GlobalMaxPool")
-    return [max = op == "GlobalMaxPool"](const Node& n) -> std::unique_ptr<Kernel> {
-      return std::make_unique<GlobalPoolKernel>(n, max);
-    };
+  if (op == "GlobalAveragePool")
+    return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<GlobalAveragePoolKernel>(n); };
   fail("pool_kernel: no CUDA kernel for ", op);
 }
 

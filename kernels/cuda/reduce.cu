@@ -1,4 +1,4 @@
-// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2)
+// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax)
 // and the sum over broadcast axes that SumToShape and the gradient ops use.
 //
 // An output element is the reduction over the reduced axes at its kept-axes position; two strided
@@ -15,35 +15,26 @@
 namespace otter::cuda {
 namespace {
 
-enum class ReduceKind { kSum, kMean, kMax, kMin, kSumSquare, kL2 };
 
 template <typename S>
 using acc_t = std::conditional_t<std::is_floating_point_v<compute_type<S>>, double, int64_t>;
 
-template <ReduceKind K>
+template <Reduction K>
 struct Combine {
   template <typename A> __device__ A operator()(A acc, A v) const {
-    if constexpr (K == ReduceKind::kMax) return MaxOp{}(acc, v);
-    else if constexpr (K == ReduceKind::kMin) return MinOp{}(acc, v);
+    if constexpr (K == Reduction::kMax) return MaxOp{}(acc, v);
     else return acc + v;
   }
 };
 
-template <ReduceKind K, typename A>
-__device__ A pre(A v) {
-  if constexpr (K == ReduceKind::kSumSquare || K == ReduceKind::kL2) return v * v;
-  else return v;
-}
-
-template <ReduceKind K, typename S, typename A>
+template <Reduction K, typename S, typename A>
 __device__ S finish(A acc, int64_t count) {
-  if constexpr (K == ReduceKind::kMean) acc = acc / static_cast<A>(count);
-  if constexpr (K == ReduceKind::kL2 && std::is_floating_point_v<A>) acc = math::sqrt(acc);
+  if constexpr (K == Reduction::kMean) acc = acc / static_cast<A>(count);
   return store_value<S>(static_cast<compute_type<S>>(acc));
 }
 
 // One thread per output: loops over the R reduced elements.
-template <ReduceKind K, typename S, typename A>
+template <Reduction K, typename S, typename A>
 __global__ void reduce_thread_kernel(int64_t outputs, int64_t R, const S* x, S* y, StridedIndexer<1> kept,
                                      StridedIndexer<1> red, A init) {
   const Combine<K> comb;
@@ -53,14 +44,14 @@ __global__ void reduce_thread_kernel(int64_t outputs, int64_t R, const S* x, S* 
     A acc = init;
     for (int64_t r = 0; r < R; ++r) {
       red.offsets(r, off);
-      acc = comb(acc, pre<K>(static_cast<A>(load_value(x[base[0] + off[0]]))));
+      acc = comb(acc, static_cast<A>(load_value(x[base[0] + off[0]])));
     }
     y[o] = finish<K, S>(acc, R);
   }
 }
 
 // One block per output: threads stride over the reduced elements, then a block reduction.
-template <ReduceKind K, typename S, typename A>
+template <Reduction K, typename S, typename A>
 __global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, S* y, StridedIndexer<1> kept,
                                     StridedIndexer<1> red, A init) {
   const Combine<K> comb;
@@ -70,7 +61,7 @@ __global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, S* y
     A acc = init;
     for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
       red.offsets(r, off);
-      acc = comb(acc, pre<K>(static_cast<A>(load_value(x[base[0] + off[0]]))));
+      acc = comb(acc, static_cast<A>(load_value(x[base[0] + off[0]])));
     }
     acc = block_reduce(acc, comb, init);
     if (threadIdx.x == 0) y[o] = finish<K, S>(acc, R);
@@ -78,16 +69,14 @@ __global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, S* y
 }
 
 template <typename A>
-A reduce_init(ReduceKind k) {
-  if (k == ReduceKind::kMax)
+A reduce_init(Reduction k) {
+  if (k == Reduction::kMax)
     return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
-  if (k == ReduceKind::kMin)
-    return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
   return A(0);
 }
 
 // y (allocated, dims = x's kept axes) = reduction of x over the axes flagged in `reduced`.
-template <ReduceKind K, typename S>
+template <Reduction K, typename S>
 void launch_reduce(const KernelContext& ctx, const Tensor& x, Tensor& y, const std::vector<bool>& reduced) {
   using A = acc_t<S>;
   const int64_t outputs = y.numel();
@@ -114,21 +103,18 @@ void launch_reduce(const KernelContext& ctx, const Tensor& x, Tensor& y, const s
 }
 
 template <typename S>
-void dispatch_kind(ReduceKind k, const KernelContext& ctx, const Tensor& x, Tensor& y, const std::vector<bool>& red) {
+void dispatch_kind(Reduction k, const KernelContext& ctx, const Tensor& x, Tensor& y, const std::vector<bool>& red) {
   switch (k) {
-    case ReduceKind::kSum: return launch_reduce<ReduceKind::kSum, S>(ctx, x, y, red);
-    case ReduceKind::kMean: return launch_reduce<ReduceKind::kMean, S>(ctx, x, y, red);
-    case ReduceKind::kMax: return launch_reduce<ReduceKind::kMax, S>(ctx, x, y, red);
-    case ReduceKind::kMin: return launch_reduce<ReduceKind::kMin, S>(ctx, x, y, red);
-    case ReduceKind::kSumSquare: return launch_reduce<ReduceKind::kSumSquare, S>(ctx, x, y, red);
-    case ReduceKind::kL2: return launch_reduce<ReduceKind::kL2, S>(ctx, x, y, red);
+    case Reduction::kSum: return launch_reduce<Reduction::kSum, S>(ctx, x, y, red);
+    case Reduction::kMean: return launch_reduce<Reduction::kMean, S>(ctx, x, y, red);
+    case Reduction::kMax: return launch_reduce<Reduction::kMax, S>(ctx, x, y, red);
   }
 }
 
 class ReduceKernel : public Kernel {
  public:
   // Axes come from an input from opset `axes_input_since` on, before from the attribute.
-  ReduceKernel(const Node& n, ReduceKind kind, int axes_input_since)
+  ReduceKernel(const Node& n, Reduction kind, int axes_input_since)
       : kind_(kind),
         axes_input_(n.opset() >= axes_input_since),
         keepdims_(n.attr_i("keepdims", 1) != 0),
@@ -155,8 +141,8 @@ class ReduceKernel : public Kernel {
       if (!red[i]) out_dims.push_back(x.dims()[i]);
       else if (keepdims_) out_dims.push_back(1);
     }
-    const bool float_only = kind_ == ReduceKind::kMean || kind_ == ReduceKind::kSumSquare || kind_ == ReduceKind::kL2;
-    if (float_only && !is_float(x.dtype())) ctx.error(str_cat("input must be a float tensor, got ", x.describe()));
+    if (kind_ == Reduction::kMean && !is_float(x.dtype()))
+      ctx.error(str_cat("input must be a float tensor, got ", x.describe()));
     Tensor& out = ctx.allocate_output(0, x.dtype(), out_dims);
     dispatch_numeric(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
@@ -165,24 +151,21 @@ class ReduceKernel : public Kernel {
   }
 
  private:
-  ReduceKind kind_;
+  Reduction kind_;
   bool axes_input_, keepdims_, noop_empty_;
   std::vector<int64_t> axes_;
 };
 
-KernelFactory reduce(ReduceKind kind, int axes_input_since) {
+KernelFactory reduce(Reduction kind, int axes_input_since) {
   return [=](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ReduceKernel>(n, kind, axes_input_since); };
 }
 
 }  // namespace
 
 KernelFactory reduce_kernel(const std::string& op) {
-  if (op == "ReduceSum") return reduce(ReduceKind::kSum, 13);
-  if (op == "ReduceMean") return reduce(ReduceKind::kMean, 18);
-  if (op == "ReduceMax") return reduce(ReduceKind::kMax, 18);
-  if (op == "ReduceMin") return reduce(ReduceKind::kMin, 18);
-  if (op == "ReduceSumSquare") return reduce(ReduceKind::kSumSquare, 18);
-  if (op == "ReduceL2") return reduce(ReduceKind::kL2, 18);
+  if (op == "ReduceSum") return reduce(Reduction::kSum, 13);
+  if (op == "ReduceMean") return reduce(Reduction::kMean, 18);
+  if (op == "ReduceMax") return reduce(Reduction::kMax, 18);
   fail("reduce_kernel: no CUDA kernel for ", op);
 }
 
@@ -190,11 +173,7 @@ void reduce_axes(const KernelContext& ctx, Reduction kind, const Tensor& x, Tens
   if (x.dtype() != y.dtype()) ctx.error(str_cat("reduction of ", x.describe(), " into ", y.describe()));
   dispatch_numeric(x.dtype(), [&](auto tag) {
     using S = typename decltype(tag)::type;
-    switch (kind) {
-      case Reduction::kSum: return launch_reduce<ReduceKind::kSum, S>(ctx, x, y, reduced);
-      case Reduction::kMean: return launch_reduce<ReduceKind::kMean, S>(ctx, x, y, reduced);
-      case Reduction::kMax: return launch_reduce<ReduceKind::kMax, S>(ctx, x, y, reduced);
-    }
+    dispatch_kind<S>(kind, ctx, x, y, reduced);
   });
 }
 

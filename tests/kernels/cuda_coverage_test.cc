@@ -1,0 +1,49 @@
+// Every node of the shipped models' graphs, through the training pipeline, has a CUDA kernel: a
+// registry query (check_kernels), so it runs without a GPU.
+#include <gtest/gtest.h>
+
+#include "graph/onnx_io.h"
+#include "passes/pass_manager.h"
+#include "runtime/constant_eval.h"
+#include "runtime/executor.h"
+
+namespace otter {
+namespace {
+
+std::unique_ptr<Graph> through_pipeline(const std::string& model, const std::string& pipeline) {
+  auto g = import_onnx_file(std::string(OTTER_SOURCE_DIR) + "/models/" + model);
+  CpuConstantEvaluator evaluator;
+  PassContext ctx;
+  ctx.evaluator = &evaluator;
+  PassManager pm(ctx);
+  pm.add_pipeline(pipeline);
+  pm.run(*g);
+  return g;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += "\n  " + x;
+  return s;
+}
+
+class CudaCoverage : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaCoverage, EveryNodeOfTheLossGraphHasACudaKernel) {
+#ifndef OTTER_HAVE_CUDA
+  GTEST_SKIP() << "no CUDA device: this build of otter has no CUDA backend";
+#endif
+  auto g = through_pipeline(GetParam(), "canonicalize,add-loss{type=ce}");
+  ASSERT_GT(g->nodes().size(), 0u);
+  const auto missing = check_kernels(*g, DeviceType::kCuda);
+  EXPECT_TRUE(missing.empty()) << GetParam() << ":" << joined(missing);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaCoverage,
+                         ::testing::Values("digits/mlp.onnx", "digits/cnn.onnx", "gpt/gpt.onnx"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param.substr(info.param.find('/') + 1, info.param.find('.') - info.param.find('/') - 1);
+                         });
+
+}  // namespace
+}  // namespace otter
