@@ -2,6 +2,8 @@
 // registry query (check_kernels), so it runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "graph/onnx_io.h"
 #include "passes/pass_manager.h"
 #include "runtime/constant_eval.h"
@@ -10,8 +12,15 @@
 namespace otter {
 namespace {
 
+// The source tree: OTTER_SOURCE_DIR from the environment (a copy of the tree on a GPU machine,
+// see tools/gpu-check.sh), else the one this test was built from.
+std::string source_dir() {
+  const char* env = std::getenv("OTTER_SOURCE_DIR");
+  return env && *env ? env : OTTER_SOURCE_DIR;
+}
+
 std::unique_ptr<Graph> through_pipeline(const std::string& model, const std::string& pipeline) {
-  auto g = import_onnx_file(std::string(OTTER_SOURCE_DIR) + "/models/" + model);
+  auto g = import_onnx_file(source_dir() + "/models/" + model);
   CpuConstantEvaluator evaluator;
   PassContext ctx;
   ctx.evaluator = &evaluator;
