@@ -1,6 +1,8 @@
 // GradContext: the builder API of gradient rules.
 #include "graph/gradient.h"
 
+#include <optional>
+
 #include "graph/error.h"
 #include "graph/op_table.h"
 
@@ -52,13 +54,26 @@ std::string GradContext::fresh_name() {
 std::vector<Value*> GradContext::emit_multi(const std::string& op, const std::vector<Value*>& inputs,
                                             int num_outputs, const std::map<std::string, Attribute>& attrs,
                                             const std::string& domain) {
+  return emit_some(op, inputs, std::vector<bool>(num_outputs, true), attrs, domain);
+}
+
+std::vector<Value*> GradContext::emit_some(const std::string& op, const std::vector<Value*>& inputs,
+                                           const std::vector<bool>& want,
+                                           const std::map<std::string, Attribute>& attrs, const std::string& domain) {
   if (!domain.empty() && !graph_.opset_imports.count(domain)) graph_.opset_imports[domain] = 1;
+  size_t n = want.size();
+  while (n > 0 && !want[n - 1]) --n;
+  OTTER_CHECK(n > 0, fwd_.describe(), ": gradient rule emits ", op, " without outputs");
   std::vector<std::string> names;
-  for (int i = 0; i < num_outputs; ++i) names.push_back(fresh_name());
-  Node* n = graph_.add_node(op, inputs, names, domain);
-  for (const auto& [k, a] : attrs) n->set_attr(k, a);
-  infer_node(*n);
-  return n->outputs();
+  for (size_t i = 0; i < n; ++i) names.push_back(want[i] ? fresh_name() : std::string());
+  std::vector<Value*> ins = inputs;  // omitted trailing optional inputs are dropped
+  while (!ins.empty() && !ins.back()) ins.pop_back();
+  Node* node = graph_.add_node(op, ins, names, domain);
+  for (const auto& [k, a] : attrs) node->set_attr(k, a);
+  infer_node(*node);
+  std::vector<Value*> out = node->outputs();
+  out.resize(want.size(), nullptr);
+  return out;
 }
 
 Value* GradContext::emit(const std::string& op, const std::vector<Value*>& inputs,
@@ -96,29 +111,99 @@ Value* GradContext::cast(Value* v, DataType t) {
   return emit("Cast", {v}, {{"to", Attribute(int64_t{dtype_to_onnx(t)})}});
 }
 
+namespace {
+
+bool dim_known(const Dim& d) { return d.is_static() || d.is_symbolic(); }
+
+// The axes of g to sum so that it takes like's shape, when the shapes decide them: leading extra
+// axes, and axes where like has a static 1 (a symbol there might be 1 too: summing a size-1 axis is
+// harmless). Undecided (nullopt) where like's dim is not 1 and differs from g's or is unknown.
+std::optional<std::vector<int64_t>> reduce_axes(const Shape& gs, const Shape& ls) {
+  if (!gs.rank_known || !ls.rank_known || gs.rank() < ls.rank()) return std::nullopt;
+  size_t off = gs.dims.size() - ls.dims.size();
+  std::vector<int64_t> axes;
+  for (size_t k = 0; k < gs.dims.size(); ++k) {
+    const Dim& gd = gs.dims[k];
+    if (k < off) { axes.push_back(static_cast<int64_t>(k)); continue; }
+    const Dim& ld = ls.dims[k - off];
+    if (ld.is_static() && ld.value == 1) {
+      if (!(gd.is_static() && gd.value == 1)) axes.push_back(static_cast<int64_t>(k));
+      continue;
+    }
+    if (!(dim_known(ld) && ld == gd)) return std::nullopt;
+  }
+  return axes;
+}
+
+}  // namespace
+
 Value* GradContext::sum_to_shape(Value* g, Value* like) {
   const Shape& gs = g->shape();
   const Shape& ls = like->shape();
-  if (gs == ls && gs.rank_known) {
-    bool all_static_or_same = true;
-    for (const Dim& d : gs.dims) all_static_or_same &= (d.is_static() || d.is_symbolic());
-    if (all_static_or_same) return g;
+  auto axes = reduce_axes(gs, ls);
+  if (!axes) return emit("SumToShape", {g, like}, {}, kOtterDomain);
+  if (axes->empty()) return reshape_like(g, like);
+  // Only leading axes (a bias): keepdims=0 gives like's shape directly.
+  int64_t leading = gs.rank() - ls.rank();
+  bool drop = axes->back() < leading;
+  Value* r = emit("ReduceSum", {g, ints(*axes)}, {{"keepdims", Attribute(int64_t{drop ? 0 : 1})}});
+  return reshape_like(r, like);
+}
+
+Value* GradContext::reshape_like(Value* g, Value* like) {
+  const Shape& a = g->shape();
+  const Shape& b = like->shape();
+  bool same = a.rank_known && a == b;
+  for (const Dim& d : a.dims) same &= d.is_static() || d.is_symbolic();
+  return same ? g : emit("Reshape", {g, shape_of(like)});
+}
+
+Value* GradContext::expand_like(Value* g, Value* like) { return emit("Expand", {g, shape_of(like)}); }
+
+Value* GradContext::zeros_like(Value* v) {
+  Tensor zero(v->dtype(), {1});
+  return emit("ConstantOfShape", {shape_of(v)}, {{"value", Attribute(zero)}});
+}
+
+Value* GradContext::dim_of(Value* v, int64_t axis) {
+  const Shape& s = v->shape();
+  if (s.rank_known && axis >= 0 && axis < s.rank() && s.dims[axis].is_static()) return ints({s.dims[axis].value});
+  return emit("Gather", {emit("Shape", {v}), ints({axis})}, {{"axis", Attribute(int64_t{0})}});
+}
+
+Value* GradContext::concat_ints(const std::vector<Value*>& parts) {
+  std::vector<int64_t> all;
+  bool constant = true;
+  for (Value* p : parts) {
+    constant &= p->kind() == ValueKind::kInitializer && !p->trainable() && p->has_data();
+    if (!constant) break;
+    for (int64_t x : p->data().to_int64_vector()) all.push_back(x);
   }
-  if (gs.is_static() && ls.is_static()) {
-    auto gd = gs.static_dims(), ld = ls.static_dims();
-    OTTER_CHECK(gd.size() >= ld.size(), fwd_.describe(), ": cannot reduce ", gs.to_string(), " to ", ls.to_string());
-    size_t off = gd.size() - ld.size();
-    std::vector<int64_t> axes;
-    for (size_t k = 0; k < gd.size(); ++k) {
-      if (k < off) { axes.push_back(static_cast<int64_t>(k)); continue; }
-      if (ld[k - off] == 1 && gd[k] != 1) axes.push_back(static_cast<int64_t>(k));
-    }
-    Value* r = g;
-    if (!axes.empty()) r = emit("ReduceSum", {g, ints(axes)}, {{"keepdims", Attribute(int64_t{1})}});
-    if (!(r->shape() == ls)) r = emit("Reshape", {r, ints(ld)});
-    return r;
-  }
-  return emit("SumToShape", {g, like}, {}, "ai.otter");
+  if (constant) return ints(all);
+  if (parts.size() == 1) return parts[0];
+  return emit("Concat", parts, {{"axis", Attribute(int64_t{0})}});
+}
+
+Value* GradContext::numel_ratio(Value* num, Value* den, const Value* like) {
+  int64_t a = num->shape().numel(), b = den->shape().numel();
+  if (a >= 0 && b > 0) return scalar_like(static_cast<double>(a) / static_cast<double>(b), like);
+  return emit("Div", {cast(emit("Size", {num}), like->dtype()), cast(emit("Size", {den}), like->dtype())});
+}
+
+int64_t GradContext::rank_of(const Value* v) const {
+  if (!v->shape().rank_known) unsupported(str_cat("the rank of '", v->name(), "' is unknown"));
+  return v->shape().rank();
+}
+
+std::map<std::string, Attribute> GradContext::forward_attrs(const std::vector<std::string>& names) const {
+  std::map<std::string, Attribute> out;
+  for (const std::string& k : names)
+    if (const Attribute* a = fwd_.find_attr(k)) out[k] = *a;
+  return out;
+}
+
+void GradContext::unsupported(const std::string& why) const {
+  fail(fwd_.describe(), ": cannot differentiate: ", why);
 }
 
 }  // namespace otter

@@ -14,8 +14,19 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/op_table.h"
 
 namespace otter {
+
+// How an op-table entry declares its gradient: a rule, or an explicit "no gradient" /
+// "not differentiable" (OpDef::grad_kind says what autodiff does with each).
+struct GradSpec {
+  GradKind kind = GradKind::kMissing;
+  GradFn fn;
+};
+inline GradSpec grad_rule(GradFn f) { return {GradKind::kRule, std::move(f)}; }
+inline GradSpec no_gradient() { return {GradKind::kNoGradient, {}}; }
+inline GradSpec not_differentiable() { return {GradKind::kNotDifferentiable, {}}; }
 
 class GradContext {
  public:
@@ -40,6 +51,16 @@ class GradContext {
   std::vector<Value*> emit_multi(const std::string& op, const std::vector<Value*>& inputs, int num_outputs,
                                  const std::map<std::string, Attribute>& attrs = {},
                                  const std::string& domain = "");
+  // Like emit_multi, but only the outputs marked in `want` exist (the others are omitted optional
+  // outputs, nullptr in the result); trailing unwanted outputs are dropped.
+  std::vector<Value*> emit_some(const std::string& op, const std::vector<Value*>& inputs,
+                                const std::vector<bool>& want, const std::map<std::string, Attribute>& attrs = {},
+                                const std::string& domain = "");
+  // An internal gradient op of the ai.otter domain.
+  Value* emit_otter(const std::string& op, const std::vector<Value*>& inputs,
+                    const std::map<std::string, Attribute>& attrs = {}) {
+    return emit(op, inputs, attrs, kOtterDomain);
+  }
   // A non-trainable initializer.
   Value* constant(Tensor t);
   // A scalar of `like`'s dtype.
@@ -53,6 +74,25 @@ class GradContext {
   Value* sum_to_shape(Value* g, Value* like);
   // Casts to `t` if needed.
   Value* cast(Value* v, DataType t);
+  // Reshape(g, Shape(like)) unless the shapes already agree.
+  Value* reshape_like(Value* g, Value* like);
+  // Expand(g, Shape(like)): g broadcast to like's shape.
+  Value* expand_like(Value* g, Value* like);
+  // Zeros of v's shape and dtype (ConstantOfShape).
+  Value* zeros_like(Value* v);
+  // Size of dimension `axis` of v as an int64 [1] tensor (a constant when static).
+  Value* dim_of(Value* v, int64_t axis);
+  // Concatenation of int64 [k] pieces into one 1-D shape tensor (a constant when all are).
+  Value* concat_ints(const std::vector<Value*>& parts);
+  // numel(num) / numel(den) as a scalar of like's dtype (a constant when both are static): the
+  // scale of a mean's gradient.
+  Value* numel_ratio(Value* num, Value* den, const Value* like);
+  // Rank of v; fails with the node's name when unknown.
+  int64_t rank_of(const Value* v) const;
+  // The forward node's attributes with the given names (those that are set).
+  std::map<std::string, Attribute> forward_attrs(const std::vector<std::string>& names) const;
+  // Fails with a message naming the forward node.
+  [[noreturn]] void unsupported(const std::string& why) const;
 
  private:
   std::string fresh_name();

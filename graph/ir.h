@@ -188,6 +188,24 @@ class Node {
   std::list<std::unique_ptr<Node>>::iterator self_;
 };
 
+// Where the node-produced values of one program live: offsets into one arena, computed by the
+// memory-plan pass from static shapes and liveness. Values not planned (graph outputs, state
+// updates, views of other values, dynamic shapes) are allocated when they are produced.
+struct MemoryPlan {
+  struct Buffer {
+    int64_t offset = 0;   // bytes from the arena's start (aligned)
+    int64_t bytes = 0;    // the value's size
+    int first = 0;        // index (in the program's node order) of the node that writes it
+    int last = 0;         // index of the last node that reads it or a view of it
+    std::string reuses;   // the value whose buffer this one takes over in place ("" if none)
+  };
+  int64_t arena_bytes = 0;
+  // The peak of the same values' bytes when each is allocated when produced and freed after its
+  // last use (the executor without a plan): what the plan is measured against.
+  int64_t unplanned_peak_bytes = 0;
+  std::map<std::string, Buffer> buffers;  // by value name
+};
+
 // A graph owns values and nodes. Nodes are kept in a list whose order is topological.
 class Graph {
  public:
@@ -251,6 +269,8 @@ class Graph {
   std::vector<std::pair<Value*, Value*>> gradients;
   Value* loss_seed = nullptr;
   Value* loss_scale = nullptr;  // the dynamic or static loss-scale state S, when scaling is on
+  // Arena plans per program (memory-plan pass); any later rewrite must clear them.
+  std::map<Program, MemoryPlan> memory_plans;
 
   int opset(const std::string& domain = "") const;
 

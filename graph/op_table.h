@@ -67,6 +67,10 @@ struct OpDef {
   PrecisionClass precision = PrecisionClass::kNone;
   // Output 0 may reuse the buffer of input 0 (element-wise ops of equal shape and dtype).
   bool inplace = false;
+  // (output, input) pairs where the kernel may return the output as a view of the input's buffer
+  // (Reshape, Identity, in-place optimizer updates): memory planning keeps such a buffer alive
+  // as long as its views.
+  std::vector<std::pair<int, int>> views;
   GradKind grad_kind = GradKind::kMissing;
   GradFn grad;
   std::string summary;

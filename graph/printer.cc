@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 
 namespace otter {
 
@@ -81,6 +82,18 @@ void print_graph(const Graph& g, std::ostream& os, const PrintOptions& opts) {
   for (const auto& [s, u] : updates) os << "  update %" << s << " <- %" << u << "\n";
   for (const auto& [p, gr] : g.gradients) os << "  gradient %" << p->name() << " <- " << ref(gr) << "\n";
   for (const Value* v : g.outputs()) os << "  output " << ref(v) << "\n";
+  for (const auto& [p, plan] : g.memory_plans) {
+    os << "  plan " << (p == Program::kApply ? "apply" : "micro-step") << ": arena " << plan.arena_bytes
+       << " B (free-after-last-use peak " << plan.unplanned_peak_bytes << " B)\n";
+    std::vector<std::tuple<int64_t, int, std::string>> order;  // by offset, then first node, then name
+    for (const auto& [name, b] : plan.buffers) order.emplace_back(b.offset, b.first, name);
+    std::sort(order.begin(), order.end());
+    for (const auto& [off, first, name] : order) {
+      const MemoryPlan::Buffer& b = plan.buffers.at(name);
+      os << "    %" << name << " @" << b.offset << " " << b.bytes << " B [" << b.first << ".." << b.last << "]"
+         << (b.reuses.empty() ? "" : " reuses %" + b.reuses) << "\n";
+    }
+  }
   os << "}\n";
 }
 

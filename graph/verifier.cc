@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "graph/error.h"
+#include "graph/liveness.h"
 #include "graph/op_table.h"
 
 namespace otter {
@@ -94,6 +95,8 @@ std::vector<std::string> verify_graph(const Graph& g, const VerifyOptions& opts)
     if (!u || !all.count(u)) bad("state update of '", s->name(), "' refers to a removed value");
     else if (u->dtype() != s->dtype()) bad("state update of '", s->name(), "' has type ", dtype_name(u->dtype()));
   }
+  if (problems.empty())
+    for (std::string& p : check_memory_plans(g)) problems.push_back(std::move(p));
   return problems;
 }
 

@@ -18,7 +18,8 @@ const Tensor& KernelContext::input(int i) const {
 Tensor& KernelContext::allocate_output(int i, DataType t, const std::vector<int64_t>& dims) {
   if (!has_output(i)) error(str_cat("output ", i, " is not requested"));
   Tensor& out = *outputs_[i];
-  if (out.defined() && out.dtype() == t && out.dims() == dims && out.storage().use_count() == 1)
+  const bool preset = i < 64 && ((preset_outputs >> i) & 1u);
+  if (out.defined() && out.dtype() == t && out.dims() == dims && (preset || out.storage().use_count() == 1))
     return out;
   out = alloc_.allocate(t, dims);
   return out;

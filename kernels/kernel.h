@@ -47,6 +47,9 @@ class KernelContext {
   void alias_output(int i, const Tensor& src, const std::vector<int64_t>& dims);
   Tensor scratch(DataType t, const std::vector<int64_t>& dims) { return alloc_.allocate(t, dims); }
   [[noreturn]] void error(const std::string& msg) const;
+  // Bit i set: output i was preset by the executor's memory plan (a view into its arena), and
+  // allocate_output returns it when the dtype and dims agree.
+  uint64_t preset_outputs = 0;
   // The device the kernel runs on (its stream, handles, allocator); null means the CPU.
   Device* device = nullptr;
   // Seeded generator for stochastic kernels (Dropout), owned by the executor.

@@ -5,6 +5,7 @@
     digits/cnn.onnx       x: f32[N,1,8,8]   -> logits: f32[N,10]     (BatchNorm, training mode)
     gpt/gpt.onnx          tokens: i64[N,16] -> logits: f32[N,16,64]  (2-layer causal transformer)
     resnet18/resnet18.onnx  x: f32[N,3,32,32] -> logits: f32[N,10]   (torchvision, not committed)
+    bench/gpt_large.onnx  tokens: i64[N,128] -> logits: f32[N,128,256] (4 layers, width 256, not committed)
 
 Every model is exported at opset 17 in training mode (BatchNormalization uses batch statistics
 and has training_mode=1), without constant folding (initializers keep their PyTorch names) and with
@@ -12,7 +13,7 @@ a symbolic batch dimension "N". Weights are PyTorch's default initialisation aft
 torch.manual_seed(SEED); the reference scripts read them back from the ONNX initializers.
 
 Run: /usr/bin/python3 models/export_models.py [--only mlp,cnn,gpt,resnet18]
-(default: mlp, cnn and gpt; resnet18 is 45 MB and only made on request).
+(default: mlp, cnn and gpt; resnet18 (45 MB) and gpt_large (13 MB) are only made on request).
 """
 
 import argparse
@@ -144,6 +145,9 @@ MODELS = {
     "cnn": (DigitsCNN, "digits/cnn.onnx", "x", lambda n: torch.rand(n, 1, 8, 8), 2),
     "gpt": (TinyGPT, "gpt/gpt.onnx", "tokens", lambda n: torch.randint(0, 64, (n, 16)), 3),
     "resnet18": (resnet18, "resnet18/resnet18.onnx", "x", lambda n: torch.rand(n, 3, 32, 32), 2),
+    # The benchmarks' larger GPT: width 256, 4 layers, context 128 (13 MB, not committed).
+    "gpt_large": (lambda: TinyGPT(vocab=256, context=128, width=256, heads=4, layers=4),
+                  "bench/gpt_large.onnx", "tokens", lambda n: torch.randint(0, 256, (n, 128)), 3),
 }
 DEFAULT_MODELS = ["mlp", "cnn", "gpt"]
 

@@ -166,7 +166,7 @@ AutodiffResult autodiff(Graph& g, const AutodiffOptions& opts) {
     Value* gp = finalize(p);
     if (!gp) {
       ++res.zero_grads;
-      std::string name = g.unique_name(p->name() + ".grad");
+      std::string name = g.unique_name(p->name() + ".grad.zero");
       Tensor z(p->dtype(), p->shape().rank_known && p->shape().is_static() ? p->shape().static_dims() : std::vector<int64_t>{});
       gp = g.add_initializer(name, z, false);
     }

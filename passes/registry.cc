@@ -4,20 +4,26 @@
 #include "passes/canonicalize.h"
 #include "passes/eval_mode.h"
 #include "passes/grad_accumulation.h"
+#include "passes/memory_plan.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/pipelines.h"
 
 namespace otter {
 
 void register_all_passes(PassRegistry& r) {
-  // Order of the training pipeline (see default-train in a later pass): canonicalize first so the
-  // later passes see static shapes; the loss before autodiff, which differentiates it.
+  // The order in which the training pipeline runs these, and why: passes/pipelines.cc.
   r.add("canonicalize", [] { return std::make_unique<CanonicalizePass>(); });
   r.add("eval-mode", [] { return std::make_unique<EvalModePass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
   r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
+  // Last: it plans the final graph's buffers; any later rewrite would invalidate the plan.
+  r.add("memory-plan", [] { return std::make_unique<MemoryPlanPass>(); });
+  // Named pipelines last: they are built from the passes registered above.
+  r.add_alias("default-train", training_pipeline(TrainingPipelineOptions{}, r),
+              "the training pipeline of otter-train's defaults (cross-entropy, fp32, K=1, AdamW lr=1e-3)");
 }
 
 }  // namespace otter

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "graph/error.h"
+#include "graph/liveness.h"
 
 namespace otter {
 
@@ -86,14 +87,35 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
     if (v->kind() != ValueKind::kNode) keep[slot(v)] = true;
   for (const auto& [sl, step] : last_use)
     if (!keep[sl]) steps_[step].release.push_back(sl);
-  // Graph-held tensors go to the device once; runs read them from there.
+  read_.assign(num_slots_, false);
+  for (const Step& st : steps_)
+    for (int sl : st.in_slots)
+      if (sl >= 0) read_[sl] = true;
+  for (const Value* v : outputs_) read_[slot(v)] = true;
+  bind_memory_plan();
+  // Graph-held tensors go to the device the first time a run needs them (callers that feed the
+  // parameters and state themselves, like the training session, never make a second copy).
   resident_.resize(num_slots_);
-  for (const Value* v : g.values())
-    if ((v->kind() == ValueKind::kInitializer || v->kind() == ValueKind::kState) && v->has_data())
-      resident_[slot_of_.at(v)] = device_->to_device(v->data());
 }
 
 Executor::~Executor() = default;
+
+void Executor::bind_memory_plan() {
+  bool has_apply = false;
+  for (const auto& n : graph_.nodes()) has_apply |= n->program() == Program::kApply;
+  if (!opts_.program && has_apply) return;  // a whole training graph: plans are per program
+  auto it = graph_.memory_plans.find(opts_.program.value_or(Program::kMicroStep));
+  if (it == graph_.memory_plans.end() || it->second.buffers.empty()) return;
+  const MemoryPlan& plan = it->second;
+  auto problems = check_memory_plans(graph_);
+  if (!problems.empty()) fail("graph '", graph_.name, "': stale memory plan (run memory-plan last): ", problems[0]);
+  arena_ = device_->allocator().allocate(DataType::kUInt8, {plan.arena_bytes});
+  planned_.resize(num_slots_);
+  for (const auto& [name, b] : plan.buffers) {
+    const Value* v = graph_.value(name);
+    planned_[slot_of_.at(v)] = Tensor(v->dtype(), v->shape().static_dims(), arena_.storage(), static_cast<size_t>(b.offset));
+  }
+}
 
 std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds) {
   return run(feeds, {});
@@ -140,11 +162,11 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
       slots[sl] = device_->to_device(it->second);
       if (on_device && it->second.on_host()) host_slots[sl] = &it->second;
     } else if (v->kind() == ValueKind::kInput) {
-      fail("missing input '", v->name(), "' (", v->type_string(), ")");
-    } else {
+      if (read_[sl]) fail("missing input '", v->name(), "' (", v->type_string(), ")");
+    } else if (read_[sl] && v->has_data()) {
+      if (!resident_[sl].defined()) resident_[sl] = device_->to_device(v->data());
       slots[sl] = resident_[sl];
-      if (on_device && v->kind() == ValueKind::kInitializer && !v->trainable() && v->has_data())
-        host_slots[sl] = &v->data();
+      if (on_device && v->kind() == ValueKind::kInitializer && !v->trainable()) host_slots[sl] = &v->data();
     }
   }
   std::vector<int> extra_slots;
@@ -153,7 +175,12 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     extra_slots.push_back(slot_of_.at(v));
   }
   std::vector<bool> pinned(num_slots_, false);
-  for (int s : extra_slots) pinned[s] = true;
+  for (size_t i = 0; i < extra_slots.size(); ++i) {
+    pinned[extra_slots[i]] = true;
+    OTTER_CHECK(planned_.empty() || !planned_[extra_slots[i]].defined(), "value '", extra_outputs[i],
+                "' lives in the memory plan's arena and is overwritten later in the run; request it from a graph "
+                "planned without it (make it a graph output before memory-plan)");
+  }
 
   std::vector<const Tensor*> ins, host_ins;
   std::vector<Tensor*> outs;
@@ -162,10 +189,19 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     outs.clear();
     host_ins.clear();
     for (int sl : s.in_slots) ins.push_back(sl >= 0 ? &slots[sl] : nullptr);
-    for (int sl : s.out_slots) outs.push_back(sl >= 0 ? &slots[sl] : nullptr);
+    uint64_t preset = 0;
+    for (size_t i = 0; i < s.out_slots.size(); ++i) {
+      int sl = s.out_slots[i];
+      outs.push_back(sl >= 0 ? &slots[sl] : nullptr);
+      if (sl >= 0 && !planned_.empty() && planned_[sl].defined()) {
+        slots[sl] = planned_[sl];
+        preset |= uint64_t{1} << i;
+      }
+    }
     if (on_device)
       for (int sl : s.in_slots) host_ins.push_back(sl >= 0 ? host_slots[sl] : nullptr);
     KernelContext ctx(*s.node, ins, outs, device_->allocator());
+    ctx.preset_outputs = preset;
     ctx.set_host_inputs(host_ins);
     ctx.device = device_;
     ctx.rng = &rng_;

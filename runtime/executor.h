@@ -47,14 +47,22 @@ class Executor {
   void set_first_micro_step(bool first) { first_micro_step_ = first; }
   const Graph& graph() const { return graph_; }
   Device& device() const { return *device_; }
+  // Bytes of the arena the memory plan gave this program (0 without a plan).
+  int64_t arena_bytes() const { return arena_.defined() ? arena_.numel() : 0; }
 
  private:
+  void bind_memory_plan();
   struct Step;
   const Graph& graph_;
   ExecutorOptions opts_;
   Device* device_;
   std::vector<Step> steps_;
   std::vector<Tensor> resident_;  // per slot: graph-held data (initializers, state) on the device
+  std::vector<bool> read_;        // per slot: read by a node of this program (inputs others need not be fed)
+  // The memory plan of this program, when the graph has one: one arena for the whole run, and per
+  // slot the view of it that the producing kernel writes into.
+  Tensor arena_;
+  std::vector<Tensor> planned_;
   std::map<const Value*, int> slot_of_;
   int num_slots_ = 0;
   std::vector<const Value*> outputs_;

@@ -12,3 +12,5 @@ config.substitutions.append(("%otter-opt", os.path.join(config.otter_tools_dir, 
 config.substitutions.append(("%otter-train", os.path.join(config.otter_tools_dir, "otter-train")))
 config.substitutions.append(("FileCheck", config.filecheck))
 config.substitutions.append(("%models", os.path.join(config.otter_source_dir, "models")))
+# LLVM's test utilities (`not`, `count`) come from the same folder as FileCheck.
+config.environment["PATH"] = os.path.dirname(config.filecheck) + os.pathsep + os.environ.get("PATH", "")

@@ -1,7 +1,13 @@
 // otter-train: the training command line (train, eval, grad, predict, kernels).
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "graph/onnx_io.h"
@@ -10,7 +16,10 @@
 #include "passes/pass_manager.h"
 #include "runtime/constant_eval.h"
 #include "runtime/executor.h"
+#include "runtime/dataset.h"
+#include "runtime/json.h"
 #include "runtime/npz.h"
+#include "runtime/training_session.h"
 #include "tools/cli.h"
 
 using namespace otter;
@@ -21,24 +30,17 @@ const char* kUsage =
     "usage: otter-train COMMAND [options]\n"
     "\n"
     "commands:\n"
+    "  train MODEL.onnx --data TRAIN.npz [--eval-data TEST.npz] [--batch-size b] [--accum K]\n"
+    "        [--optimizer sgd|momentum|adam|adamw] [--lr LR] [--epochs E | --steps N] [--save DIR] ...\n"
+    "          train the model; see 'otter-train train --help' for every option\n"
+    "  eval MODEL.onnx --data TEST.npz [--loss ce|mse|model:NAME]\n"
+    "          loss and accuracy in eval mode\n"
     "  predict MODEL.onnx --data IN.npz --out OUT.npz [--batch-size B] [--device cpu]\n"
     "          run the model (inference) on the arrays named after its inputs\n"
     "  kernels [--format text|tsv]\n"
     "          list the registered kernels: op, device, dtypes\n"
     "\n"
     "Run 'otter-train COMMAND --help' for the options of one command.\n";
-
-// --device auto|cpu|cuda: auto picks CUDA where a device is present. A CUDA device is created in
-// `holder`, which must outlive its use.
-Device& pick_device(const std::string& s, std::unique_ptr<Device>& holder) {
-  if (s == "cpu") return cpu_device();
-  if (s == "cuda" || (s == "auto" && cuda_available())) {
-    holder = make_cuda_device();
-    return *holder;
-  }
-  if (s == "auto") return cpu_device();
-  fail("--device must be auto, cpu or cuda, got '", s, "'");
-}
 
 // Rows [begin, end) of a tensor along axis 0 (a copy).
 Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
@@ -143,6 +145,319 @@ int cmd_predict(int argc, char** argv) {
   return 0;
 }
 
+// ---- train and eval ------------------------------------------------------------------------------
+
+// Flags that say which loss to train or evaluate (train and eval share them).
+std::vector<cli::FlagSpec> loss_flags() {
+  return {
+      {"loss", true, "ce|mse|model:NAME (default ce; model:NAME trains the model's own scalar output NAME)", "LOSS"},
+      {"output", true, "model output the loss reads (default: the first output)", "NAME"},
+      {"labels", true, "name of the labels array and input (default labels)", "NAME"},
+  };
+}
+
+void read_loss_flags(const cli::Args& args, TrainingPipelineOptions& p) {
+  p.loss = args.get("loss", p.loss);
+  if (p.loss != "ce" && p.loss != "mse" && (p.loss.rfind("model:", 0) != 0 || p.loss.size() == 6))
+    fail("--loss must be ce, mse or model:NAME, got '", p.loss, "'");
+  p.output = args.get("output", p.output);
+  p.labels = args.get("labels", p.labels);
+}
+
+// Parses the command's flags; prints its help and returns false on --help.
+bool parse_command(cli::Args& args, int argc, char** argv, const std::string& usage) {
+  args.parse(argc, argv, 2);
+  if (args.has("help")) {
+    std::cout << usage << "\n" << args.help();
+    return false;
+  }
+  return true;
+}
+
+const std::string& model_argument(const cli::Args& args, const std::string& cmd) {
+  if (args.positional().size() != 1)
+    fail(cmd, ": expected one model file, got ", args.positional().size(), " (see otter-train ", cmd, " --help)");
+  return args.positional()[0];
+}
+
+std::string required(const cli::Args& args, const std::string& cmd, const std::string& flag, const std::string& what) {
+  if (!args.has(flag)) fail(cmd, ": --", flag, " ", what, " is required");
+  return args.get(flag);
+}
+
+// A number flag that must lie in [lo, hi] (hi_open: [lo, hi)).
+double ranged(const cli::Args& args, const std::string& flag, double dflt, double lo, double hi, bool lo_open = false,
+              bool hi_open = false) {
+  double v = args.get_float(flag, dflt);
+  bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  if (!ok)
+    fail("--", flag, " must be in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]", ", got ", args.get(flag));
+  return v;
+}
+
+int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt) {
+  int64_t v = args.get_int(flag, dflt);
+  if (v <= 0) fail("--", flag, " must be a positive integer, got ", args.get(flag));
+  return v;
+}
+
+std::vector<cli::FlagSpec> train_flags() {
+  std::vector<cli::FlagSpec> f = {
+      {"data", true, "training data (.npz): arrays named after the model inputs, and labels", "TRAIN.npz"},
+      {"eval-data", true, "evaluate on this data after each epoch (or log interval) and at the end", "TEST.npz"},
+  };
+  for (auto& l : loss_flags()) f.push_back(l);
+  std::vector<cli::FlagSpec> rest = {
+      {"batch-size", true, "micro-batch b (default 32); a step takes K micro-batches", "B"},
+      {"accum", true, "micro-batches per optimizer step, K (default 1): global batch K*b", "K"},
+      {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "NAME"},
+      {"lr", true, "learning rate (default 1e-3)", "LR"},
+      {"momentum", true, "SGD momentum (default 0; 0.9 for --optimizer momentum)", "M"},
+      {"beta1", true, "Adam beta1 (default 0.9)", "B1"},
+      {"beta2", true, "Adam beta2 (default 0.999)", "B2"},
+      {"eps", true, "Adam epsilon (default 1e-8)", "EPS"},
+      {"weight-decay", true, "weight decay (default 0.01 for adamw, else 0)", "WD"},
+      {"clip-norm", true, "clip gradients to this global norm (default off)", "NORM"},
+      {"schedule", true, "constant|linear-warmup|cosine (default constant); decays to 0 at the last step", "NAME"},
+      {"warmup", true, "linear warm-up steps (default 0)", "STEPS"},
+      {"epochs", true, "passes over the training data (default 1)", "E"},
+      {"steps", true, "optimizer steps to take (instead of --epochs)", "N"},
+      {"log-every", true, "print progress every N steps (default: once per epoch; with --steps, 10 lines)", "N"},
+      {"device", true, "auto|cpu|cuda (default auto)", "DEVICE"},
+      {"freeze", true, "do not train parameters matching this glob (comma-separated for several)", "PATTERN"},
+      {"seed", true, "seed of the shuffle and of Dropout (default 0)", "S"},
+      {"no-shuffle", false, "take samples in file order"},
+      {"save", true, "write a checkpoint here after each epoch and at the end", "DIR"},
+      {"resume", true, "continue from this checkpoint (same model and flags)", "DIR"},
+      {"export", true, "write the trained model (ONNX) here at the end", "OUT.onnx"},
+      {"log-json", true, "write one JSON object per optimizer step to FILE", "FILE"},
+      {"print-pipeline", false, "print the training pass pipeline and exit"},
+      {"help", false, "show this help"},
+  };
+  f.insert(f.end(), rest.begin(), rest.end());
+  return f;
+}
+
+OptimizerConfig read_optimizer_flags(const cli::Args& args) {
+  OptimizerConfig c;
+  c.type = args.get("optimizer", c.type);
+  if (c.type != "sgd" && c.type != "momentum" && c.type != "adam" && c.type != "adamw")
+    fail("--optimizer must be sgd, momentum, adam or adamw, got '", c.type, "'");
+  const bool adam = c.type == "adam" || c.type == "adamw";
+  for (const char* f : {"beta1", "beta2", "eps"})
+    if (!adam && args.has(f)) fail("--", f, " applies to adam and adamw, not to --optimizer ", c.type);
+  if (adam && args.has("momentum")) fail("--momentum applies to sgd and momentum, not to --optimizer ", c.type);
+  c.lr = ranged(args, "lr", c.lr, 0, 1e6, /*lo_open=*/true);
+  c.beta1 = ranged(args, "beta1", c.beta1, 0, 1, false, /*hi_open=*/true);
+  c.beta2 = ranged(args, "beta2", c.beta2, 0, 1, false, /*hi_open=*/true);
+  c.eps = ranged(args, "eps", c.eps, 0, 1, /*lo_open=*/true);
+  if (args.has("momentum")) c.momentum = ranged(args, "momentum", 0, 0, 1, false, /*hi_open=*/true);
+  if (args.has("weight-decay")) c.weight_decay = ranged(args, "weight-decay", 0, 0, 1e6);
+  c.clip_norm = ranged(args, "clip-norm", 0, 0, 1e30);
+  if (args.has("clip-norm") && c.clip_norm == 0) fail("--clip-norm must be positive, got ", args.get("clip-norm"));
+  c.schedule = args.get("schedule", c.schedule);
+  if (c.schedule != "constant" && c.schedule != "linear-warmup" && c.schedule != "cosine")
+    fail("--schedule must be constant, linear-warmup or cosine, got '", c.schedule, "'");
+  c.warmup = args.get_int("warmup", 0);
+  if (c.warmup < 0) fail("--warmup must be >= 0, got ", c.warmup);
+  return c;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : s + ",") {
+    if (ch != ',') { cur += ch; continue; }
+    if (!cur.empty()) out.push_back(cur);
+    cur.clear();
+  }
+  return out;
+}
+
+TrainingOptions read_training_flags(const cli::Args& args) {
+  TrainingOptions o;
+  read_loss_flags(args, o.pipeline);
+  o.pipeline.accum = positive(args, "accum", 1);
+  o.pipeline.optimizer = read_optimizer_flags(args);
+  if (args.has("freeze")) o.pipeline.freeze = split_commas(args.get("freeze"));
+  o.batch_size = positive(args, "batch-size", 32);
+  o.seed = args.get_int("seed", 0);
+  o.device = args.get("device", "auto");
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+    fail("--device must be auto, cpu or cuda, got '", o.device, "'");
+  return o;
+}
+
+// One JSON object per optimizer step (--log-json).
+class StepLog {
+ public:
+  explicit StepLog(const std::string& path) {
+    if (path.empty()) return;
+    out_.open(path, std::ios::trunc);
+    if (!out_) fail("--log-json: cannot write '", path, "': ", std::strerror(errno));
+  }
+  void write(const StepResult& r, int64_t epoch, double samples_per_s) {
+    if (!out_.is_open()) return;
+    out_ << JsonObject()
+                .add("step", r.step)
+                .add("epoch", epoch)
+                .add("loss", r.loss)
+                .add("lr", static_cast<float>(r.lr))  // the float32 values the graph used
+                .add("loss_scale", static_cast<float>(r.loss_scale))
+                .add("skipped", r.skipped)
+                .add("samples_per_s", samples_per_s)
+                .str()
+         << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+// Progress between two printed lines.
+struct Interval {
+  double loss_sum = 0, seconds = 0;
+  int64_t steps = 0, samples = 0, skipped = 0;
+};
+
+void print_progress(const std::string& where, const StepResult& last, const Interval& iv, TrainingSession& s,
+                    const Dataset* eval) {
+  std::printf("%s  step %" PRId64 "  loss %.4f  lr %.3g  %.0f samples/s", where.c_str(), last.step,
+              iv.loss_sum / std::max<int64_t>(iv.steps, 1), last.lr, iv.samples / std::max(iv.seconds, 1e-9));
+  if (last.loss_scale != 1) std::printf("  scale %g", last.loss_scale);
+  if (iv.skipped) std::printf("  skipped %" PRId64, iv.skipped);
+  if (eval) {
+    EvalResult e = s.evaluate(*eval);
+    std::printf("  eval loss %.4f", e.loss);
+    if (e.has_accuracy) std::printf("  eval accuracy %.2f%%", 100 * e.accuracy);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+// The training loop: steps until `total`, progress lines, per-step JSON, checkpoints at epoch ends.
+struct TrainLoop {
+  int64_t total, per_epoch, epochs, global;
+  std::string save_dir;   // empty: no checkpoints
+  const Dataset* eval;    // null: no evaluation
+  int64_t log_every = 0;  // 0: one line per epoch
+
+  void run(TrainingSession& s, DataLoader& loader, StepLog& log) const {
+    Interval iv;
+    while (s.steps_taken() < total) {
+      auto batch = loader.next();
+      auto t0 = std::chrono::steady_clock::now();
+      StepResult r = s.train_step(batch);
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      log.write(r, loader.state().epoch, static_cast<double>(global) / std::max(secs, 1e-9));
+      iv.loss_sum += r.loss;
+      iv.seconds += secs;
+      iv.samples += global;
+      iv.skipped += r.skipped;
+      ++iv.steps;
+      const bool epoch_end = loader.state().position == per_epoch, done = r.step == total;
+      if (log_every ? r.step % log_every == 0 || done : epoch_end) {
+        std::string where = log_every ? "train" : str_cat("epoch ", loader.state().epoch + 1, "/", epochs);
+        print_progress(where, r, iv, s, eval);
+        iv = Interval();
+      }
+      if (!save_dir.empty() && (epoch_end || done)) s.save(save_dir, loader.state());
+    }
+  }
+};
+
+const char* kTrainUsage =
+    "usage: otter-train train MODEL.onnx --data TRAIN.npz [options]\n"
+    "\n"
+    "Trains MODEL.onnx: each optimizer step takes K micro-batches of b samples (--accum, --batch-size),\n"
+    "the last partial global batch of an epoch is dropped, samples are shuffled per epoch unless\n"
+    "--no-shuffle. Prints one line per epoch (or per --log-every steps).\n";
+
+int cmd_train(int argc, char** argv) {
+  cli::Args args("otter-train train", train_flags());
+  if (!parse_command(args, argc, argv, kTrainUsage)) return 0;
+  const std::string model = model_argument(args, "train");
+  const std::string data_path = required(args, "train", "data", "TRAIN.npz");
+  if (args.has("epochs") && args.has("steps")) fail("train: give --epochs or --steps, not both");
+  const int64_t epochs = positive(args, "epochs", 1);
+  const int64_t steps_flag = args.has("steps") ? positive(args, "steps", 1) : 0;
+  const int64_t log_every_flag = args.has("log-every") ? positive(args, "log-every", 1) : 0;
+  TrainingOptions opts = read_training_flags(args);
+
+  // The schedule's length needs the data: the session is made once the step count is known. The
+  // arrays a data set must provide are those of the evaluation graph (model inputs and labels).
+  Evaluator probe(model, opts.pipeline, cpu_device());
+  const std::vector<const Value*> inputs = probe.data_inputs();
+  Dataset train = Dataset::from_npz(data_path, inputs);
+  const int64_t global = opts.batch_size * opts.pipeline.accum;
+  DataLoader loader(train, global, !args.has("no-shuffle"), static_cast<uint64_t>(opts.seed));
+  const int64_t per_epoch = loader.batches_per_epoch();
+  const int64_t total = steps_flag ? steps_flag : epochs * per_epoch;
+  if (opts.pipeline.optimizer.schedule != "constant") opts.pipeline.optimizer.total = total;
+  if (args.has("print-pipeline")) {
+    std::cout << training_pipeline(opts.pipeline) << "\n";
+    return 0;
+  }
+  std::optional<Dataset> eval;
+  if (args.has("eval-data")) eval = Dataset::from_npz(args.get("eval-data"), inputs);
+  StepLog log(args.get("log-json"));
+  auto session = TrainingSession::create(model, opts);
+  if (args.has("resume")) loader.set_state(session->load(args.get("resume")));
+  std::printf("training %s on %s: %" PRId64 " samples, %" PRId64 " steps of %" PRId64 " (K=%" PRId64
+              " x b=%" PRId64 "), %" PRId64 " steps per epoch, device %s\n",
+              model.c_str(), data_path.c_str(), train.size(), total, global, opts.pipeline.accum, opts.batch_size,
+              per_epoch, session->device().describe().c_str());
+  if (session->steps_taken() >= total) std::printf("the checkpoint has already taken %" PRId64 " steps\n", total);
+
+  TrainLoop loop{total, per_epoch, epochs, global, args.get("save"), eval ? &*eval : nullptr};
+  loop.log_every = log_every_flag ? log_every_flag : steps_flag ? std::max<int64_t>(1, total / 10) : 0;
+  const auto t_start = std::chrono::steady_clock::now();
+  loop.run(*session, loader, log);
+  double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  if (eval) {
+    EvalResult e = session->evaluate(*eval);
+    std::printf("final: eval loss %.4f", e.loss);
+    if (e.has_accuracy) std::printf("  eval accuracy %.2f%% (%" PRId64 " samples)", 100 * e.accuracy, e.samples);
+    std::printf("\n");
+  }
+  std::printf("trained %" PRId64 " steps in %.2f s\n", session->steps_taken(), total_s);
+  if (args.has("export")) {
+    session->export_inference(args.get("export"));
+    std::printf("wrote %s\n", args.get("export").c_str());
+  }
+  return 0;
+}
+
+const char* kEvalUsage =
+    "usage: otter-train eval MODEL.onnx --data TEST.npz [options]\n"
+    "\n"
+    "Loss and accuracy of MODEL.onnx in eval mode (BatchNorm on running statistics, no Dropout).\n";
+
+int cmd_eval(int argc, char** argv) {
+  std::vector<cli::FlagSpec> flags = {{"data", true, "evaluation data (.npz)", "TEST.npz"}};
+  for (auto& l : loss_flags()) flags.push_back(l);
+  flags.push_back({"batch-size", true, "samples per batch (default 256)", "B"});
+  flags.push_back({"device", true, "auto|cpu|cuda (default auto)", "DEVICE"});
+  flags.push_back({"help", false, "show this help"});
+  cli::Args args("otter-train eval", flags);
+  if (!parse_command(args, argc, argv, kEvalUsage)) return 0;
+  const std::string model = model_argument(args, "eval");
+  const std::string data_path = required(args, "eval", "data", "TEST.npz");
+  TrainingPipelineOptions loss;
+  read_loss_flags(args, loss);
+  const int64_t batch = positive(args, "batch-size", 256);
+  std::unique_ptr<Device> cuda;
+  Device& device = pick_device(args.get("device", "auto"), cuda);
+  Evaluator ev(model, loss, device);
+  Dataset data = Dataset::from_npz(data_path, ev.data_inputs());
+  EvalResult r = ev.run(data, batch);
+  std::printf("loss %.4f", r.loss);
+  if (r.has_accuracy) std::printf("  accuracy %.2f%%", 100 * r.accuracy);
+  std::printf("  (%" PRId64 " samples)\n", r.samples);
+  return 0;
+}
+
 int cmd_kernels(int argc, char** argv) {
   cli::Args args("otter-train kernels", {
       {"format", true, "text|tsv (default text)", "FORMAT"},
@@ -185,9 +500,11 @@ int run(int argc, char** argv) {
     return argc < 2 ? 1 : 0;
   }
   std::string cmd = argv[1];
+  if (cmd == "train") return cmd_train(argc, argv);
+  if (cmd == "eval") return cmd_eval(argc, argv);
   if (cmd == "predict") return cmd_predict(argc, argv);
   if (cmd == "kernels") return cmd_kernels(argc, argv);
-  fail("unknown command '", cmd, "' (commands: predict, kernels; see otter-train --help)");
+  fail("unknown command '", cmd, "' (commands: train, eval, predict, kernels; see otter-train --help)");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "graph/gradient.h"
 #include "graph/op_table.h"
 #include "graph/ops/infer_util.h"
 
@@ -219,9 +220,161 @@ void infer_cast(InferContext& ctx) {
   }
 }
 
+// ---- gradient rules -----------------------------------------------------------------------------
+// Binary arithmetic: each operand's gradient is summed back over the axes it was broadcast along.
+void grad_add(GradContext& c) {
+  for (int i = 0; i < 2; ++i)
+    if (c.needs_grad(i)) c.set_grad_input(i, c.sum_to_shape(c.grad_output(0), c.input(i)));
+}
+
+void grad_sub(GradContext& c) {
+  Value* dy = c.grad_output(0);
+  if (c.needs_grad(0)) c.set_grad_input(0, c.sum_to_shape(dy, c.input(0)));
+  if (c.needs_grad(1)) c.set_grad_input(1, c.emit("Neg", {c.sum_to_shape(dy, c.input(1))}));
+}
+
+void grad_mul(GradContext& c) {
+  Value* dy = c.grad_output(0);
+  for (int i = 0; i < 2; ++i)
+    if (c.needs_grad(i)) c.set_grad_input(i, c.sum_to_shape(c.emit("Mul", {dy, c.input(1 - i)}), c.input(i)));
+}
+
+// y = a / b: da = dy / b, db = -dy * y / b.
+void grad_div(GradContext& c) {
+  Value *dy = c.grad_output(0), *a = c.input(0), *b = c.input(1);
+  if (c.needs_grad(0)) c.set_grad_input(0, c.sum_to_shape(c.emit("Div", {dy, b}), a));
+  if (c.needs_grad(1)) {
+    Value* t = c.emit("Div", {c.emit("Mul", {dy, c.output(0)}), b});
+    c.set_grad_input(1, c.emit("Neg", {c.sum_to_shape(t, b)}));
+  }
+}
+
+// y = a ^ b: da = dy * b * a^(b-1), db = dy * y * log(a) (b may have another float type).
+void grad_pow(GradContext& c) {
+  Value *dy = c.grad_output(0), *a = c.input(0), *b = c.input(1);
+  if (c.needs_grad(0)) {
+    Value* bf = c.cast(b, a->dtype());
+    Value* p = c.emit("Pow", {a, c.emit("Sub", {bf, c.scalar_like(1, a)})});
+    c.set_grad_input(0, c.sum_to_shape(c.emit("Mul", {dy, c.emit("Mul", {bf, p})}), a));
+  }
+  if (c.needs_grad(1)) {
+    Value* t = c.emit("Mul", {dy, c.emit("Mul", {c.output(0), c.emit("Log", {a})})});
+    c.set_grad_input(1, c.cast(c.sum_to_shape(t, b), b->dtype()));
+  }
+}
+
+void grad_sqrt(GradContext& c) {  // dx = dy * 0.5 / y
+  Value* dy = c.grad_output(0);
+  c.set_grad_input(0, c.emit("Div", {c.emit("Mul", {dy, c.scalar_like(0.5, dy)}), c.output(0)}));
+}
+void grad_reciprocal(GradContext& c) {  // dx = -dy * y^2
+  Value* y = c.output(0);
+  c.set_grad_input(0, c.emit("Neg", {c.emit("Mul", {c.grad_output(0), c.emit("Mul", {y, y})})}));
+}
+void grad_exp(GradContext& c) { c.set_grad_input(0, c.emit("Mul", {c.grad_output(0), c.output(0)})); }
+void grad_log(GradContext& c) { c.set_grad_input(0, c.emit("Div", {c.grad_output(0), c.input(0)})); }
+void grad_neg(GradContext& c) { c.set_grad_input(0, c.emit("Neg", {c.grad_output(0)})); }
+
+// Activations whose derivative is an ai.otter op `op`(dY, X or Y) with the forward attributes.
+GradFn activation_grad(std::string op, bool from_output, std::vector<std::string> attrs = {}) {
+  return [op, from_output, attrs](GradContext& c) {
+    Value* arg = from_output ? c.output(0) : c.input(0);
+    c.set_grad_input(0, c.emit_otter(op, {c.grad_output(0), arg}, c.forward_attrs(attrs)));
+  };
+}
+
+// ClipGrad(dY, X, min?, max?) -> dX, dMin, dMax: X inside [min, max] passes dY; min and max collect
+// what fell below / above them.
+void grad_clip(GradContext& c) {
+  std::vector<Value*> ins = {c.grad_output(0), c.input(0), c.input(1), c.input(2)};
+  while (!ins.back()) ins.pop_back();
+  std::vector<bool> want = {c.needs_grad(0), c.needs_grad(1), c.needs_grad(2)};  // false when absent
+  if (!want[0] && !want[1] && !want[2]) return;
+  std::vector<Value*> g = c.emit_some("ClipGrad", ins, want, {}, kOtterDomain);
+  for (int i = 0; i < c.node().num_inputs(); ++i) c.set_grad_input(i, g[i]);
+}
+
+// Min / Max: the gradient goes to the inputs equal to the result, split evenly between ties.
+void grad_min_max(GradContext& c) {
+  Value *dy = c.grad_output(0), *y = c.output(0);
+  int n = c.node().num_inputs();
+  if (n == 1) return c.set_grad_input(0, dy);
+  std::vector<Value*> masks;
+  for (int i = 0; i < n; ++i) masks.push_back(c.cast(c.emit("Equal", {c.input(i), y}), y->dtype()));
+  Value* count = masks[0];
+  for (int i = 1; i < n; ++i) count = c.emit("Add", {count, masks[i]});
+  Value* share = c.emit("Div", {dy, count});
+  for (int i = 0; i < n; ++i)
+    if (c.needs_grad(i)) c.set_grad_input(i, c.sum_to_shape(c.emit("Mul", {share, masks[i]}), c.input(i)));
+}
+
+// Where(cond, x, y): x's gradient where cond holds, y's elsewhere.
+void grad_where(GradContext& c) {
+  Value *dy = c.grad_output(0), *cond = c.input(0);
+  Value* zero = c.scalar_like(0, dy);
+  if (c.needs_grad(1)) c.set_grad_input(1, c.sum_to_shape(c.emit("Where", {cond, dy, zero}), c.input(1)));
+  if (c.needs_grad(2)) c.set_grad_input(2, c.sum_to_shape(c.emit("Where", {cond, zero, dy}), c.input(2)));
+}
+
+// Cast: the gradient is cast back to the input's float type.
+void grad_cast(GradContext& c) { c.set_grad_input(0, c.cast(c.grad_output(0), c.input(0)->dtype())); }
+
+// ---- gradient ops (ai.otter) --------------------------------------------------------------------
+// op(dY, X) -> dX of X's shape: both float, one type.
+void infer_unary_grad(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 2);
+  infer::check_float(ctx, 0);
+  infer::check_same_type(ctx, 0, 1);
+  infer::same_as_input(ctx, 1);
+}
+
+void infer_clip_grad(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 4, 1, 3);
+  infer::check_float(ctx, 0);
+  for (int i = 1; i < 4; ++i) infer::check_same_type(ctx, 0, i);
+  for (int i = 0; i < 3; ++i)
+    if (ctx.has_output(i)) {
+      if (!ctx.has_input(i + 1)) ctx.error(str_cat("output ", i, " needs input ", i + 1));
+      infer::same_as_input(ctx, i + 1, i);
+    }
+}
+
+void infer_dropout_grad(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 4);
+  infer::check_float(ctx, 0);
+  infer::check_type(ctx, 1, Types::kBool);
+  infer::check_type(ctx, 2, Types::kFloat);
+  infer::check_type(ctx, 3, Types::kBool);
+  infer::same_as_input(ctx, 0);
+}
+
+void register_elementwise_grad_ops(OpTable& t) {
+  using P = PrecisionClass;
+  infer::add_otter_op(t, "ReluGrad", infer_unary_grad, P::kFollow, "ReluGrad(dY, Y): dY where Y > 0, else 0");
+  infer::add_otter_op(t, "LeakyReluGrad", infer_unary_grad, P::kFollow,
+                      "LeakyReluGrad(dY, X) {alpha}: dY where X >= 0, else alpha * dY");
+  infer::add_otter_op(t, "SigmoidGrad", infer_unary_grad, P::kFollow, "SigmoidGrad(dY, Y): dY * Y * (1 - Y)");
+  infer::add_otter_op(t, "TanhGrad", infer_unary_grad, P::kFollow, "TanhGrad(dY, Y): dY * (1 - Y^2)");
+  infer::add_otter_op(t, "GeluGrad", infer_unary_grad, P::kFollow,
+                      "GeluGrad(dY, X) {approximate}: dY * Gelu'(X), exact or tanh form");
+  infer::add_otter_op(t, "ErfGrad", infer_unary_grad, P::kFollow, "ErfGrad(dY, X): dY * 2/sqrt(pi) * exp(-X^2)");
+  infer::add_otter_op(t, "SoftplusGrad", infer_unary_grad, P::kFp32, "SoftplusGrad(dY, X): dY * sigmoid(X)");
+  infer::add_otter_op(t, "AbsGrad", infer_unary_grad, P::kFollow, "AbsGrad(dY, X): dY * sign(X)");
+  infer::add_otter_op(t, "ClipGrad", infer_clip_grad, P::kFollow,
+                      "ClipGrad(dY, X, min?, max?) -> dX, dMin?, dMax?: dY where min <= X <= max; "
+                      "dMin/dMax sum dY below/above");
+  infer::add_otter_op(t, "DropoutGrad", infer_dropout_grad, P::kFollow,
+                      "DropoutGrad(dY, mask, ratio?, training_mode?): dY * mask / (1 - ratio) in training, "
+                      "else dY");
+  // Each dX element reads only the same element of dY: dX may take over dY's buffer.
+  for (const char* op : {"ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "GeluGrad", "ErfGrad", "SoftplusGrad",
+                         "AbsGrad", "DropoutGrad"})
+    t.mutable_find(kOtterDomain, op, 1)->inplace = true;
+}
+
 // ---- registration -------------------------------------------------------------------------------
 void add(OpTable& t, const char* op, int since, InferFn f, PrecisionClass p, bool inplace,
-         GradKind g, const char* summary) {
+         GradSpec g, const char* summary) {
   t.add({.domain = "",
          .op_type = op,
          .since_version = since,
@@ -229,8 +382,8 @@ void add(OpTable& t, const char* op, int since, InferFn f, PrecisionClass p, boo
          .infer = std::move(f),
          .precision = p,
          .inplace = inplace,
-         .grad_kind = g,
-         .grad = {},
+         .grad_kind = g.kind,
+         .grad = std::move(g.fn),
          .summary = summary});
 }
 
@@ -238,42 +391,54 @@ void add(OpTable& t, const char* op, int since, InferFn f, PrecisionClass p, boo
 
 void register_elementwise_ops(OpTable& t) {
   using P = PrecisionClass;
-  constexpr GradKind kGrad = GradKind::kMissing;  // rules are added by the autodiff issue
-  constexpr GradKind kNoGrad = GradKind::kNoGradient;
+  const GradSpec kNoGrad = no_gradient();
+  auto rule = grad_rule;
   // Since-versions are those of the ONNX schema in force at opset 13; later schema versions up to
   // opset 21 only widen type lists (noted per op), so one definition covers the whole range.
   // Binary arithmetic: Add/Sub/Mul/Div 13, 14 (more integer types).
-  add(t, "Add", 13, arith(sym_add), P::kFollow, true, kGrad, "A + B with numpy broadcasting");
-  add(t, "Sub", 13, arith(sym_sub), P::kFollow, true, kGrad, "A - B with numpy broadcasting");
-  add(t, "Mul", 13, arith(sym_mul), P::kFollow, true, kGrad, "A * B with numpy broadcasting");
-  add(t, "Div", 13, arith(sym_div), P::kFollow, true, kGrad, "A / B with numpy broadcasting (integers truncate)");
-  add(t, "Pow", 13, infer_pow, P::kFp32, true, kGrad, "A ** B with numpy broadcasting (Pow 13, 15)");
+  add(t, "Add", 13, arith(sym_add), P::kFollow, true, rule(grad_add), "A + B with numpy broadcasting");
+  add(t, "Sub", 13, arith(sym_sub), P::kFollow, true, rule(grad_sub), "A - B with numpy broadcasting");
+  add(t, "Mul", 13, arith(sym_mul), P::kFollow, true, rule(grad_mul), "A * B with numpy broadcasting");
+  add(t, "Div", 13, arith(sym_div), P::kFollow, true, rule(grad_div),
+      "A / B with numpy broadcasting (integers truncate)");
+  add(t, "Pow", 13, infer_pow, P::kFp32, true, rule(grad_pow), "A ** B with numpy broadcasting (Pow 13, 15)");
   // Unary math: all 13 (Gelu 20, Softplus 1, LeakyRelu 6/16, Relu 13/14).
-  add(t, "Sqrt", 13, unary(Types::kFloat), P::kFollow, true, kGrad, "sqrt(X)");
-  add(t, "Reciprocal", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "1 / X");
-  add(t, "Exp", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "exp(X)");
-  add(t, "Log", 13, unary(Types::kFloat), P::kFp32, true, kGrad, "natural log of X");
-  add(t, "Neg", 13, infer_neg, P::kFollow, true, kGrad, "-X");
-  add(t, "Abs", 13, unary(Types::kNumeric), P::kFollow, true, kGrad, "|X|");
-  add(t, "Erf", 13, unary(Types::kNumeric), P::kFollow, true, kGrad, "error function of X");
-  add(t, "Tanh", 13, unary(Types::kFloat), P::kFollow, true, kGrad, "tanh(X)");
-  add(t, "Sigmoid", 13, unary(Types::kFloat), P::kFollow, true, kGrad, "1 / (1 + exp(-X))");
-  add(t, "Relu", 13, unary(Types::kSignedNumeric), P::kFollow, true, kGrad, "max(X, 0)");
-  add(t, "LeakyRelu", 6, unary(Types::kFloat), P::kFollow, true, kGrad, "X >= 0 ? X : alpha * X (LeakyRelu 6, 16)");
-  add(t, "Gelu", 20, infer_gelu, P::kFollow, true, kGrad, "Gaussian error linear unit, exact or tanh approximation");
-  add(t, "Softplus", 1, unary(Types::kFloat), P::kFp32, true, kGrad, "log(1 + exp(X))");
-  add(t, "Clip", 13, infer_clip, P::kFollow, true, kGrad, "clamp X to [min, max] (optional scalar inputs)");
-  add(t, "Min", 13, min_max(false), P::kFollow, true, kGrad, "element-wise minimum of the inputs, broadcast");
-  add(t, "Max", 13, min_max(true), P::kFollow, true, kGrad, "element-wise maximum of the inputs, broadcast");
-  add(t, "Where", 9, infer_where, P::kFollow, false, kGrad, "condition ? X : Y, broadcast (Where 9, 16)");
+  add(t, "Sqrt", 13, unary(Types::kFloat), P::kFollow, true, rule(grad_sqrt), "sqrt(X)");
+  add(t, "Reciprocal", 13, unary(Types::kFloat), P::kFp32, true, rule(grad_reciprocal), "1 / X");
+  add(t, "Exp", 13, unary(Types::kFloat), P::kFp32, true, rule(grad_exp), "exp(X)");
+  add(t, "Log", 13, unary(Types::kFloat), P::kFp32, true, rule(grad_log), "natural log of X");
+  add(t, "Neg", 13, infer_neg, P::kFollow, true, rule(grad_neg), "-X");
+  add(t, "Abs", 13, unary(Types::kNumeric), P::kFollow, true, rule(activation_grad("AbsGrad", false)), "|X|");
+  add(t, "Erf", 13, unary(Types::kNumeric), P::kFollow, true, rule(activation_grad("ErfGrad", false)),
+      "error function of X");
+  add(t, "Tanh", 13, unary(Types::kFloat), P::kFollow, true, rule(activation_grad("TanhGrad", true)), "tanh(X)");
+  add(t, "Sigmoid", 13, unary(Types::kFloat), P::kFollow, true, rule(activation_grad("SigmoidGrad", true)),
+      "1 / (1 + exp(-X))");
+  add(t, "Relu", 13, unary(Types::kSignedNumeric), P::kFollow, true, rule(activation_grad("ReluGrad", true)),
+      "max(X, 0)");
+  add(t, "LeakyRelu", 6, unary(Types::kFloat), P::kFollow, true,
+      rule(activation_grad("LeakyReluGrad", false, {"alpha"})), "X >= 0 ? X : alpha * X (LeakyRelu 6, 16)");
+  add(t, "Gelu", 20, infer_gelu, P::kFollow, true, rule(activation_grad("GeluGrad", false, {"approximate"})),
+      "Gaussian error linear unit, exact or tanh approximation");
+  add(t, "Softplus", 1, unary(Types::kFloat), P::kFp32, true, rule(activation_grad("SoftplusGrad", false)),
+      "log(1 + exp(X))");
+  add(t, "Clip", 13, infer_clip, P::kFollow, true, rule(grad_clip),
+      "clamp X to [min, max] (optional scalar inputs)");
+  add(t, "Min", 13, min_max(false), P::kFollow, true, rule(grad_min_max),
+      "element-wise minimum of the inputs, broadcast");
+  add(t, "Max", 13, min_max(true), P::kFollow, true, rule(grad_min_max),
+      "element-wise maximum of the inputs, broadcast");
+  add(t, "Where", 9, infer_where, P::kFollow, false, rule(grad_where), "condition ? X : Y, broadcast (Where 9, 16)");
   // Comparisons and logic: bool outputs, no gradient. Equal 13/19, Not 1, And 7.
   add(t, "Equal", 13, compare(Cmp::kEqual), P::kNone, false, kNoGrad, "A == B (bool), broadcast");
   add(t, "Less", 13, compare(Cmp::kLess), P::kNone, false, kNoGrad, "A < B (bool), broadcast");
   add(t, "Greater", 13, compare(Cmp::kGreater), P::kNone, false, kNoGrad, "A > B (bool), broadcast");
   add(t, "Not", 1, infer_not, P::kNone, true, kNoGrad, "logical not of a bool tensor");
   add(t, "And", 7, infer_and, P::kNone, true, kNoGrad, "logical and of bool tensors, broadcast");
-  // Cast 13, 19 (saturate), 21 (4-bit types): the mixed-precision pass places Casts itself.
-  add(t, "Cast", 13, infer_cast, P::kNone, false, kGrad, "converts X to the type of attribute 'to'");
+  // Cast 13, 19 (saturate), 21 (4-bit types): the mixed-precision pass places Casts itself. Its
+  // gradient is a Cast back; a Cast from an integer type passes no gradient (autodiff skips it).
+  add(t, "Cast", 13, infer_cast, P::kNone, false, rule(grad_cast), "converts X to the type of attribute 'to'");
+  register_elementwise_grad_ops(t);
 }
 
 }  // namespace otter

@@ -269,4 +269,20 @@ std::vector<int64_t> normalize_axes(InferContext& ctx, const std::vector<int64_t
   return out;
 }
 
+void add_otter_op(OpTable& t, const std::string& op, InferFn f, PrecisionClass p, const std::string& summary) {
+  OpDef d;
+  d.domain = kOtterDomain;
+  d.op_type = op;
+  d.since_version = 1;
+  d.infer = std::move(f);
+  d.precision = p;
+  d.grad_kind = GradKind::kNotDifferentiable;
+  d.summary = summary;
+  t.add(std::move(d));
+}
+
+void check_float(InferContext& ctx, int i) { check_type(ctx, i, Types::kFloat); }
+
+void same_as_input(InferContext& ctx, int i, int out) { ctx.set_output(out, ctx.in_dtype(i), ctx.in_shape(i)); }
+
 }  // namespace otter::infer

@@ -83,6 +83,14 @@ std::optional<int64_t> static_length(InferContext& ctx, int i);
 void set_sym(InferContext& ctx, int i, std::vector<Dim> d);
 constexpr size_t kMaxSymData = 64;
 
+// ---- internal gradient ops ------------------------------------------------------------------------
+// Registers an op of the ai.otter domain (a gradient op: not itself differentiable).
+void add_otter_op(OpTable& t, const std::string& op, InferFn f, PrecisionClass p, const std::string& summary);
+// Fails unless input i (when present) has a float dtype.
+void check_float(InferContext& ctx, int i);
+// Output 0 takes input i's dtype and shape (element-wise gradient ops).
+void same_as_input(InferContext& ctx, int i, int out = 0);
+
 // Normalises and checks a list of axes against `rank` (no duplicates).
 std::vector<int64_t> normalize_axes(InferContext& ctx, const std::vector<int64_t>& axes, int64_t rank,
                                     const char* what = "axes");

@@ -107,6 +107,11 @@ void register_internal_ops(OpTable& t) {
   t.add(internal("ScaleSeed", "backward seed: loss scale S divided by the accumulation count K", [](InferContext& ctx) {
     ctx.set_output(0, DataType::kFloat32, shape_of(ctx, 0));
   }));
+  // The accumulate and update kernels write their state input in place and return it as the output.
+  t.mutable_find(kOtterDomain, "AccumulateGrad", 1)->views = {{0, 0}};
+  t.mutable_find(kOtterDomain, "GemmAccumulate", 1)->views = {{0, 2}};
+  t.mutable_find(kOtterDomain, "SGDUpdate", 1)->views = {{0, 0}, {1, 2}};
+  t.mutable_find(kOtterDomain, "AdamUpdate", 1)->views = {{0, 0}, {1, 2}, {2, 3}};
 }
 
 }  // namespace otter

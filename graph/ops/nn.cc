@@ -3,6 +3,7 @@
 // Dropout and the two loss ops.
 #include <algorithm>
 
+#include "graph/gradient.h"
 #include "graph/op_table.h"
 #include "graph/ops/infer_util.h"
 
@@ -398,8 +399,273 @@ InferFn loss(bool sce) {
   };
 }
 
+// ---- gradient rules -----------------------------------------------------------------------------
+std::map<std::string, Attribute> gemm_attrs(bool ta, bool tb, float alpha) {
+  std::map<std::string, Attribute> a;
+  if (ta) a["transA"] = Attribute(int64_t{1});
+  if (tb) a["transB"] = Attribute(int64_t{1});
+  if (alpha != 1.0f) a["alpha"] = Attribute(alpha);
+  return a;
+}
+
+// Y = alpha * op(A) op(B) + beta * C. With A' = op(A), B' = op(B): dA' = alpha dY B'^T and
+// dB' = alpha A'^T dY, each written as one Gemm on the stored (possibly transposed) operands.
+void grad_gemm(GradContext& c) {
+  const Node& n = c.node();
+  bool ta = n.attr_i("transA", 0) != 0, tb = n.attr_i("transB", 0) != 0;
+  float alpha = n.attr_f("alpha", 1.0f), beta = n.attr_f("beta", 1.0f);
+  Value *a = c.input(0), *b = c.input(1), *dy = c.grad_output(0);
+  if (c.needs_grad(0))
+    c.set_grad_input(0, ta ? c.emit("Gemm", {b, dy}, gemm_attrs(tb, true, alpha))
+                           : c.emit("Gemm", {dy, b}, gemm_attrs(false, !tb, alpha)));
+  if (c.needs_grad(1))
+    c.set_grad_input(1, tb ? c.emit("Gemm", {dy, a}, gemm_attrs(true, ta, alpha))
+                           : c.emit("Gemm", {a, dy}, gemm_attrs(!ta, false, alpha)));
+  if (c.needs_grad(2)) {
+    Value* dc = c.sum_to_shape(dy, c.input(2));
+    c.set_grad_input(2, beta == 1.0f ? dc : c.emit("Mul", {dc, c.scalar_like(beta, dc)}));
+  }
+}
+
+// Swaps the last two axes of a rank-r value.
+Value* swap_last(GradContext& c, Value* v, int64_t r) {
+  std::vector<int64_t> perm(r);
+  for (int64_t i = 0; i < r; ++i) perm[i] = i;
+  std::swap(perm[r - 1], perm[r - 2]);
+  return c.emit("Transpose", {v}, {{"perm", Attribute(perm)}});
+}
+
+// MatMul. A 2-D right operand (a Linear layer's weight) folds A's batch axes into GEMM rows:
+// dA = dY B^T and dB = A^T dY as two Gemm on [-1, K] / [-1, N] views. Otherwise batched:
+// dA = dY B^T, dB = A^T dY with 1-D operands promoted as numpy does and broadcast batch axes summed.
+void grad_matmul(GradContext& c) {
+  Value *a = c.input(0), *b = c.input(1), *dy = c.grad_output(0);
+  int64_t ra = c.rank_of(a), rb = c.rank_of(b);
+  if (rb == 2 && ra >= 2) {
+    Value* a2 = ra == 2 ? a : c.emit("Reshape", {a, c.concat_ints({c.ints({-1}), c.dim_of(b, 0)})});
+    Value* dy2 = ra == 2 ? dy : c.emit("Reshape", {dy, c.concat_ints({c.ints({-1}), c.dim_of(b, 1)})});
+    if (c.needs_grad(0)) c.set_grad_input(0, c.reshape_like(c.emit("Gemm", {dy2, b}, gemm_attrs(false, true, 1)), a));
+    if (c.needs_grad(1)) c.set_grad_input(1, c.emit("Gemm", {a2, dy2}, gemm_attrs(true, false, 1)));
+    return;
+  }
+  Value* a1 = ra == 1 ? c.emit("Unsqueeze", {a, c.ints({0})}) : a;
+  Value* b1 = rb == 1 ? c.emit("Unsqueeze", {b, c.ints({1})}) : b;
+  Value* dy1 = dy;
+  if (ra == 1 && rb == 1) dy1 = c.emit("Reshape", {dy, c.ints({1, 1})});
+  else if (ra == 1) dy1 = c.emit("Unsqueeze", {dy, c.ints({-2})});
+  else if (rb == 1) dy1 = c.emit("Unsqueeze", {dy, c.ints({-1})});
+  if (c.needs_grad(0)) {
+    Value* da = c.emit("MatMul", {dy1, swap_last(c, b1, std::max<int64_t>(rb, 2))});
+    c.set_grad_input(0, c.reshape_like(c.sum_to_shape(da, a1), a));
+  }
+  if (c.needs_grad(1)) {
+    Value* db = c.emit("MatMul", {swap_last(c, a1, std::max<int64_t>(ra, 2)), dy1});
+    c.set_grad_input(1, c.reshape_like(c.sum_to_shape(db, b1), b));
+  }
+}
+
+// One fused backward op for several inputs: `op`(inputs) with an output per wanted gradient.
+void grad_fused(GradContext& c, const std::string& op, const std::vector<Value*>& inputs,
+                const std::vector<int>& grad_of, const std::vector<std::string>& attrs,
+                std::map<std::string, Attribute> extra = {}) {
+  std::vector<bool> want;
+  bool any = false;
+  for (int i : grad_of) {
+    want.push_back(i >= 0 && c.node().has_input(i) && c.needs_grad(i));
+    any |= want.back();
+  }
+  if (!any) return;
+  auto a = c.forward_attrs(attrs);
+  a.insert(extra.begin(), extra.end());
+  std::vector<Value*> g = c.emit_some(op, inputs, want, a, kOtterDomain);
+  for (size_t k = 0; k < grad_of.size(); ++k)
+    if (g[k]) c.set_grad_input(grad_of[k], g[k]);
+}
+
+const std::vector<std::string> kConvAttrs = {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"};
+const std::vector<std::string> kPoolAttrs = {"auto_pad", "ceil_mode", "count_include_pad", "dilations",
+                                             "kernel_shape", "pads", "strides"};
+
+// ConvGrad(dY, X, W) -> dX, dW, dB in one op (im2col + GEMM on the CPU, cuDNN on CUDA).
+void grad_conv(GradContext& c) {
+  grad_fused(c, "ConvGrad", {c.grad_output(0), c.input(0), c.input(1)}, {0, 1, 2}, kConvAttrs);
+}
+
+GradFn pool_grad(std::string op) {
+  return [op](GradContext& c) {
+    c.set_grad_input(0, c.emit_otter(op, {c.grad_output(0), c.input(0)}, c.forward_attrs(kPoolAttrs)));
+  };
+}
+
+// GlobalAveragePool: dY spread evenly over each plane.
+void grad_global_avg_pool(GradContext& c) {
+  Value* x = c.input(0);
+  c.set_grad_input(0, c.emit("Mul", {c.expand_like(c.grad_output(0), x), c.numel_ratio(c.output(0), x, x)}));
+}
+
+bool batch_norm_training(const Node& n) {
+  if (n.opset() >= 14) return n.attr_i("training_mode", 0) != 0;
+  for (int i = 1; i < n.num_outputs(); ++i)
+    if (n.output(i)) return true;
+  return false;
+}
+
+// BatchNormalizationGrad(dY, X, scale, mean, var) -> dX, dScale, dB (and, in inference mode only,
+// dMean, dVar). In training mode the batch statistics are recomputed from X and differentiated
+// through; the running statistics (outputs 1, 2) are state updates and carry no gradient.
+void grad_batch_norm(GradContext& c) {
+  if (!c.grad_output(0)) return;
+  bool training = batch_norm_training(c.node());
+  std::vector<int> grads = {0, 1, 2, training ? -1 : 3, training ? -1 : 4};
+  std::vector<Value*> ins = {c.grad_output(0), c.input(0), c.input(1), c.input(3), c.input(4)};
+  grad_fused(c, "BatchNormalizationGrad", ins, grads, {"epsilon"},
+             {{"training_mode", Attribute(int64_t{training})}});
+}
+
+// LayerNormalizationGrad(dY, X, scale) -> dX, dScale, dB; the last two over the normalised shape,
+// summed back to the shapes of Scale and B where those broadcast.
+void grad_layer_norm(GradContext& c) {
+  if (c.grad_output(1) || c.grad_output(2))
+    c.unsupported("a gradient reaches LayerNormalization's Mean or InvStdDev output");
+  Value* dy = c.grad_output(0);
+  std::vector<bool> want = {c.needs_grad(0), c.needs_grad(1), c.node().has_input(2) && c.needs_grad(2)};
+  if (!dy || std::none_of(want.begin(), want.end(), [](bool w) { return w; })) return;
+  std::vector<Value*> g =
+      c.emit_some("LayerNormalizationGrad", {dy, c.input(0), c.input(1)}, want, c.forward_attrs({"axis", "epsilon"}),
+                  kOtterDomain);
+  for (int i = 0; i < 3; ++i)
+    if (g[i]) c.set_grad_input(i, i == 0 ? g[0] : c.sum_to_shape(g[i], c.input(i)));
+}
+
+GradFn softmax_grad(std::string op) {
+  return [op](GradContext& c) {
+    c.set_grad_input(0, c.emit_otter(op, {c.grad_output(0), c.output(0)}, c.forward_attrs({"axis"})));
+  };
+}
+
+// The constant contents of a bool scalar input, when it is a constant.
+std::optional<bool> const_bool(const Value* v) {
+  if (!v || v->kind() != ValueKind::kInitializer || v->trainable() || !v->has_data()) return std::nullopt;
+  return v->data().get_as_double(0) != 0;
+}
+
+// Dropout: the forward's mask selects the kept elements (scaled by 1/(1-ratio)); without
+// training_mode (or with a constant false) Dropout is the identity.
+void grad_dropout(GradContext& c) {
+  Value* dy = c.grad_output(0);
+  if (!dy) return;
+  Value* training = c.input(2);
+  if (!training || const_bool(training) == false) return c.set_grad_input(0, dy);
+  if (!c.output(1))
+    c.unsupported("training-mode Dropout without its mask output: the backward pass needs the mask the "
+                  "forward pass drew (export Dropout with both outputs)");
+  c.set_grad_input(0, c.emit_otter("DropoutGrad", {dy, c.output(1), c.input(1), training}));
+}
+
+// SoftmaxCrossEntropyLoss: SoftmaxCrossEntropyLossGrad computes (softmax - onehot) * weight / norm
+// in one pass; a gradient reaching the log_prob output adds through LogSoftmaxGrad. Labels carry
+// no gradient; class weights are not differentiated (an error when they would need to be).
+void grad_sce(GradContext& c) {
+  if (c.needs_grad(2)) c.unsupported("the class weights (input 2) would need a gradient");
+  Value* total = nullptr;
+  if (Value* dl = c.grad_output(0))
+    total = c.emit_otter("SoftmaxCrossEntropyLossGrad", {dl, c.input(0), c.input(1), c.input(2)},
+                         c.forward_attrs({"reduction", "ignore_index"}));
+  if (Value* dlp = c.grad_output(1)) {
+    Value* t = c.emit_otter("LogSoftmaxGrad", {dlp, c.output(1)}, {{"axis", Attribute(int64_t{1})}});
+    total = total ? c.emit("Add", {total, t}) : t;
+  }
+  c.set_grad_input(0, total);
+}
+
+void grad_nll(GradContext& c) {
+  if (c.needs_grad(2)) c.unsupported("the class weights (input 2) would need a gradient");
+  c.set_grad_input(0, c.emit_otter("NegativeLogLikelihoodLossGrad",
+                                   {c.grad_output(0), c.input(0), c.input(1), c.input(2)},
+                                   c.forward_attrs({"reduction", "ignore_index"})));
+}
+
+// ---- gradient ops (ai.otter) --------------------------------------------------------------------
+// Outputs k take the dtype and shape of inputs `like[k]` (a fused op's gradients).
+InferFn grads_like(int min_in, int max_in, std::vector<int> like) {
+  return [=](InferContext& ctx) {
+    infer::check_arity(ctx, min_in, max_in, 1, static_cast<int>(like.size()));
+    infer::check_float(ctx, 0);
+    infer::check_same_type(ctx, 0, 1);
+    for (size_t k = 0; k < like.size(); ++k)
+      if (ctx.has_output(static_cast<int>(k))) infer::same_as_input(ctx, like[k], static_cast<int>(k));
+  };
+}
+
+void infer_conv_grad(InferContext& ctx) {
+  grads_like(3, 3, {1, 2, 2})(ctx);  // dB then takes W's output-channel count
+  if (ctx.has_output(2)) ctx.set_output(2, ctx.in_dtype(2), Shape({dim_at(ctx.in_shape(2), 0)}));
+}
+
+void infer_layer_norm_grad(InferContext& ctx) {
+  grads_like(3, 3, {1, 2, 2})(ctx);  // dScale, dB then take the normalised shape
+  const Shape& x = ctx.in_shape(1);
+  for (int i = 1; i <= 2; ++i) {
+    if (!ctx.has_output(i)) continue;
+    if (!x.rank_known) {
+      ctx.set_output(i, ctx.in_dtype(2), Shape::unknown());
+      continue;
+    }
+    int64_t axis = normalize_axis(ctx, ctx.node().attr_i("axis", -1), x.rank());
+    ctx.set_output(i, ctx.in_dtype(2), Shape(std::vector<Dim>(x.dims.begin() + axis, x.dims.end())));
+  }
+}
+
+void infer_batch_norm_grad(InferContext& ctx) {
+  grads_like(5, 5, {1, 2, 2, 3, 4})(ctx);
+}
+
+void infer_softmax_grad(InferContext& ctx) {
+  grads_like(2, 2, {1})(ctx);
+  const Shape& y = ctx.in_shape(1);
+  if (y.rank_known) normalize_axis(ctx, ctx.node().attr_i("axis", -1), y.rank());
+}
+
+void infer_loss_grad(InferContext& ctx) {
+  infer::check_arity(ctx, 3, 4);
+  infer::check_float(ctx, 0);
+  infer::check_same_type(ctx, 0, 1);
+  infer::check_type(ctx, 2, Types::kIndex);
+  infer::check_same_type(ctx, 0, 3);
+  infer::same_as_input(ctx, 1);
+}
+
+void register_nn_grad_ops(OpTable& t) {
+  using P = PrecisionClass;
+  infer::add_otter_op(t, "ConvGrad", infer_conv_grad, P::kLow,
+                      "ConvGrad(dY, X, W) {Conv's attributes} -> dX?, dW?, dB?: convolution backward (data, "
+                      "filter, bias)");
+  infer::add_otter_op(t, "MaxPoolGrad", grads_like(2, 2, {1}), P::kFollow,
+                      "MaxPoolGrad(dY, X) {MaxPool's attributes}: dY routed to each window's (first) maximum");
+  infer::add_otter_op(t, "AveragePoolGrad", grads_like(2, 2, {1}), P::kFollow,
+                      "AveragePoolGrad(dY, X) {AveragePool's attributes}: dY spread evenly over each window");
+  infer::add_otter_op(t, "BatchNormalizationGrad", infer_batch_norm_grad, P::kFp32,
+                      "BatchNormalizationGrad(dY, X, scale, mean, var) {epsilon, training_mode} -> dX?, dScale?, "
+                      "dB?, dMean?, dVar?");
+  infer::add_otter_op(t, "LayerNormalizationGrad", infer_layer_norm_grad, P::kFp32,
+                      "LayerNormalizationGrad(dY, X, scale) {axis, epsilon} -> dX?, dScale?, dB? (the last two "
+                      "over the normalised shape)");
+  infer::add_otter_op(t, "SoftmaxGrad", infer_softmax_grad, P::kFp32,
+                      "SoftmaxGrad(dY, Y) {axis}: Y * (dY - sum(dY * Y, axis))");
+  infer::add_otter_op(t, "LogSoftmaxGrad", infer_softmax_grad, P::kFp32,
+                      "LogSoftmaxGrad(dY, Y) {axis}: dY - exp(Y) * sum(dY, axis)");
+  infer::add_otter_op(t, "SoftmaxCrossEntropyLossGrad", infer_loss_grad, P::kFp32,
+                      "SoftmaxCrossEntropyLossGrad(dL, scores, labels, weights?) {reduction, ignore_index}: "
+                      "(softmax(scores) - onehot(labels)) * weight * dL / norm");
+  infer::add_otter_op(t, "NegativeLogLikelihoodLossGrad", infer_loss_grad, P::kFp32,
+                      "NegativeLogLikelihoodLossGrad(dL, input, labels, weights?) {reduction, ignore_index}: "
+                      "-weight * dL / norm at each label, 0 elsewhere");
+  // A column's sum is read before any of its dX is written: dX may take over dY's buffer.
+  for (const char* op : {"SoftmaxGrad", "LogSoftmaxGrad"}) t.mutable_find(kOtterDomain, op, 1)->inplace = true;
+}
+
 void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionClass p, bool inplace,
-         const char* summary) {
+         GradSpec g, const char* summary) {
   t.add({.domain = "",
          .op_type = op,
          .since_version = since,
@@ -407,8 +673,8 @@ void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionC
          .infer = std::move(f),
          .precision = p,
          .inplace = inplace,
-         .grad_kind = GradKind::kMissing,  // rules are added by the autodiff issue
-         .grad = {},
+         .grad_kind = g.kind,
+         .grad = std::move(g.fn),
          .summary = summary});
 }
 
@@ -417,28 +683,40 @@ void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionC
 void register_nn_ops(OpTable& t) {
   using P = PrecisionClass;
   constexpr int kMax = kMaxOnnxOpset;
+  auto rule = grad_rule;
   // Since-versions are those of the ONNX schema in force at opset 13; the later versions noted
   // only widen types or add attributes that inference reads where present.
-  add(t, "MatMul", 13, kMax, infer_matmul, P::kLow, false, "numpy matmul: batched, with 1-D promotion");
-  add(t, "Gemm", 13, kMax, infer_gemm, P::kLow, false, "alpha * op(A) @ op(B) + beta * C, 2-D, transA/transB");
-  add(t, "Conv", 11, kMax, infer_conv, P::kLow, false, "N-d convolution with groups, pads, strides, dilations");
-  add(t, "MaxPool", 12, kMax, pool(true), P::kFollow, false, "N-d max pooling, optional int64 indices output");
-  add(t, "AveragePool", 11, kMax, pool(false), P::kFollow, false,
+  add(t, "MatMul", 13, kMax, infer_matmul, P::kLow, false, rule(grad_matmul),
+      "numpy matmul: batched, with 1-D promotion");
+  add(t, "Gemm", 13, kMax, infer_gemm, P::kLow, false, rule(grad_gemm),
+      "alpha * op(A) @ op(B) + beta * C, 2-D, transA/transB");
+  add(t, "Conv", 11, kMax, infer_conv, P::kLow, false, rule(grad_conv),
+      "N-d convolution with groups, pads, strides, dilations");
+  add(t, "MaxPool", 12, kMax, pool(true), P::kFollow, false, rule(pool_grad("MaxPoolGrad")),
+      "N-d max pooling, optional int64 indices output");
+  add(t, "AveragePool", 11, kMax, pool(false), P::kFollow, false, rule(pool_grad("AveragePoolGrad")),
       "N-d average pooling (AveragePool 11, 19: dilations)");
-  add(t, "GlobalAveragePool", 1, kMax, infer_global_avg_pool, P::kFollow, false, "mean over all spatial axes");
+  add(t, "GlobalAveragePool", 1, kMax, infer_global_avg_pool, P::kFollow, false, rule(grad_global_avg_pool),
+      "mean over all spatial axes");
   // BatchNormalization 9 (outputs mean, var, saved_mean, saved_var in training), 14 (training_mode
   // attribute, outputs running_mean/running_var), 15 (separate scale/stat types).
-  add(t, "BatchNormalization", 9, kMax, infer_batch_norm, P::kFollow, false,
+  add(t, "BatchNormalization", 9, kMax, infer_batch_norm, P::kFollow, false, rule(grad_batch_norm),
       "per-channel normalisation with running statistics");
-  add(t, "LayerNormalization", 17, kMax, infer_layer_norm, P::kFp32, false,
+  add(t, "LayerNormalization", 17, kMax, infer_layer_norm, P::kFp32, false, rule(grad_layer_norm),
       "normalisation over the axes from 'axis', optional mean/inv_std_dev outputs");
-  add(t, "Softmax", 13, kMax, infer_softmax, P::kFp32, false, "softmax along 'axis' (default -1)");
-  add(t, "LogSoftmax", 13, kMax, infer_softmax, P::kFp32, false, "log of softmax along 'axis' (default -1)");
-  add(t, "Dropout", 13, kMax, infer_dropout, P::kFollow, true, "random zeroing with scaling; bool mask output");
-  add(t, "SoftmaxCrossEntropyLoss", 13, kMax, loss(true), P::kFp32, false,
+  add(t, "Softmax", 13, kMax, infer_softmax, P::kFp32, false, rule(softmax_grad("SoftmaxGrad")),
+      "softmax along 'axis' (default -1)");
+  add(t, "LogSoftmax", 13, kMax, infer_softmax, P::kFp32, false, rule(softmax_grad("LogSoftmaxGrad")),
+      "log of softmax along 'axis' (default -1)");
+  add(t, "Dropout", 13, kMax, infer_dropout, P::kFollow, true, rule(grad_dropout),
+      "random zeroing with scaling; bool mask output");
+  add(t, "SoftmaxCrossEntropyLoss", 13, kMax, loss(true), P::kFp32, false, rule(grad_sce),
       "cross entropy of softmax(scores) and labels, reduction none/mean/sum, optional log_prob");
-  add(t, "NegativeLogLikelihoodLoss", 13, kMax, loss(false), P::kFp32, false,
+  add(t, "NegativeLogLikelihoodLoss", 13, kMax, loss(false), P::kFp32, false, rule(grad_nll),
       "negative log likelihood of log-probabilities and targets, reduction none/mean/sum");
+  // Inference-mode Dropout returns its input as is.
+  t.mutable_find("", "Dropout", kMax)->views = {{0, 0}};
+  register_nn_grad_ops(t);
 }
 
 }  // namespace otter

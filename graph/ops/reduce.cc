@@ -3,6 +3,7 @@
 // noop_with_empty_axes.
 #include <algorithm>
 
+#include "graph/gradient.h"
 #include "graph/op_table.h"
 #include "graph/ops/infer_util.h"
 
@@ -65,8 +66,80 @@ InferFn reduce(bool axes_input, Types types) {
   };
 }
 
+// ---- gradient rules -----------------------------------------------------------------------------
+// The reduced axes of a reduction node as the rule sees them.
+struct Reduced {
+  bool identity = false;     // noop_with_empty_axes with no axes: Y = X
+  bool keepdims = true;
+  Value* axes_value = nullptr;  // the axes input, when axes are a runtime input
+  std::optional<std::vector<int64_t>> axes;  // normalised and sorted when known; empty: all axes
+};
+
+Reduced reduced_axes(GradContext& c, bool axes_input) {
+  const Node& n = c.node();
+  Reduced r;
+  r.keepdims = n.attr_i("keepdims", 1) != 0;
+  int64_t rank = c.rank_of(c.input(0));
+  std::vector<int64_t> axes;
+  if (!axes_input) {
+    axes = n.attr_ints("axes");
+  } else if (Value* a = n.input(1)) {
+    if (!a->has_data() || a->kind() != ValueKind::kInitializer) {
+      r.axes_value = a;
+      r.axes.reset();
+      return r;
+    }
+    axes = a->data().to_int64_vector();
+  }
+  r.identity = axes_input && axes.empty() && n.attr_i("noop_with_empty_axes", 0) != 0;
+  for (int64_t& a : axes) a = a < 0 ? a + rank : a;
+  std::sort(axes.begin(), axes.end());
+  r.axes = axes;
+  return r;
+}
+
+// v (the reduction's output or its gradient) with the reduced axes restored as size 1, so that it
+// broadcasts against X.
+Value* keep_dims(GradContext& c, const Reduced& r, Value* v) {
+  if (r.keepdims || (r.axes && r.axes->empty())) return v;
+  if (!r.axes) c.unsupported("keepdims=0 with axes that are not constant");
+  return c.emit("Unsqueeze", {v, c.ints(*r.axes)});
+}
+
+GradFn grad_reduce_sum(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value* dy = c.grad_output(0);
+    if (r.identity) return c.set_grad_input(0, dy);
+    c.set_grad_input(0, c.expand_like(keep_dims(c, r, dy), c.input(0)));
+  };
+}
+
+GradFn grad_reduce_mean(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value *dy = c.grad_output(0), *x = c.input(0);
+    if (r.identity) return c.set_grad_input(0, dy);
+    Value* spread = c.expand_like(keep_dims(c, r, dy), x);
+    c.set_grad_input(0, c.emit("Mul", {spread, c.numel_ratio(c.output(0), x, x)}));
+  };
+}
+
+// ReduceMax: dY goes to the elements equal to the maximum, split evenly between ties.
+GradFn grad_reduce_max(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value *dy = c.grad_output(0), *x = c.input(0);
+    if (r.identity) return c.set_grad_input(0, dy);
+    Value* mask = c.cast(c.emit("Equal", {x, keep_dims(c, r, c.output(0))}), x->dtype());
+    Value* axes = r.axes_value ? r.axes_value : (r.axes->empty() ? nullptr : c.ints(*r.axes));
+    Value* count = c.emit("ReduceSum", {mask, axes}, {{"keepdims", Attribute(int64_t{1})}});
+    c.set_grad_input(0, c.emit("Div", {c.emit("Mul", {mask, keep_dims(c, r, dy)}), count}));
+  };
+}
+
 void add(OpTable& t, const char* op, int since, int until, bool axes_input, Types types, PrecisionClass p,
-         const char* summary) {
+         GradFn (*grad)(bool), const char* summary) {
   t.add({.domain = "",
          .op_type = op,
          .since_version = since,
@@ -74,8 +147,8 @@ void add(OpTable& t, const char* op, int since, int until, bool axes_input, Type
          .infer = reduce(axes_input, types),
          .precision = p,
          .inplace = false,
-         .grad_kind = GradKind::kMissing,  // rules are added by the autodiff issue
-         .grad = {},
+         .grad_kind = GradKind::kRule,
+         .grad = grad(axes_input),
          .summary = summary});
 }
 
@@ -84,12 +157,17 @@ void add(OpTable& t, const char* op, int since, int until, bool axes_input, Type
 void register_reduce_ops(OpTable& t) {
   using P = PrecisionClass;
   constexpr int kMax = kMaxOnnxOpset;
-  add(t, "ReduceSum", 13, kMax, true, Types::kNumeric, P::kFp32, "sum over input 'axes' (all when empty)");
-  add(t, "ReduceMean", 13, 17, false, Types::kNumeric, P::kFollow, "mean over attribute 'axes' (all when absent)");
-  add(t, "ReduceMean", 18, kMax, true, Types::kNumeric, P::kFollow, "mean over input 'axes' (all when empty)");
-  add(t, "ReduceMax", 13, 17, false, Types::kNumeric, P::kFollow, "max over attribute 'axes' (all when absent)");
+  add(t, "ReduceSum", 13, kMax, true, Types::kNumeric, P::kFp32, grad_reduce_sum,
+      "sum over input 'axes' (all when empty)");
+  add(t, "ReduceMean", 13, 17, false, Types::kNumeric, P::kFollow, grad_reduce_mean,
+      "mean over attribute 'axes' (all when absent)");
+  add(t, "ReduceMean", 18, kMax, true, Types::kNumeric, P::kFollow, grad_reduce_mean,
+      "mean over input 'axes' (all when empty)");
+  add(t, "ReduceMax", 13, 17, false, Types::kNumeric, P::kFollow, grad_reduce_max,
+      "max over attribute 'axes' (all when absent)");
   // ReduceMax 18 (axes input), 20 (bool inputs).
-  add(t, "ReduceMax", 18, kMax, true, Types::kAny, P::kFollow, "max over input 'axes' (all when empty)");
+  add(t, "ReduceMax", 18, kMax, true, Types::kAny, P::kFollow, grad_reduce_max,
+      "max over input 'axes' (all when empty)");
 }
 
 }  // namespace otter

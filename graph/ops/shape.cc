@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "graph/gradient.h"
 #include "graph/op_table.h"
 #include "graph/ops/infer_util.h"
 
@@ -707,8 +708,120 @@ void infer_identity(InferContext& ctx) {
   pass_sym(ctx);
 }
 
+// ---- gradient rules -----------------------------------------------------------------------------
+// Views (Reshape, Flatten, Squeeze, Unsqueeze): the gradient is dY reshaped back.
+void grad_view(GradContext& c) { c.set_grad_input(0, c.reshape_like(c.grad_output(0), c.input(0))); }
+void grad_identity(GradContext& c) { c.set_grad_input(0, c.grad_output(0)); }
+
+void grad_transpose(GradContext& c) {
+  int64_t r = c.rank_of(c.input(0));
+  std::vector<int64_t> perm = c.node().attr_ints("perm");
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  std::vector<int64_t> inv(r);
+  for (int64_t i = 0; i < r; ++i) inv[perm[i]] = i;
+  c.set_grad_input(0, c.emit("Transpose", {c.grad_output(0)}, {{"perm", Attribute(inv)}}));
+}
+
+// Concat: dY split back into the inputs' extents along the axis.
+void grad_concat(GradContext& c) {
+  int n = c.node().num_inputs();
+  if (n == 1) return c.set_grad_input(0, c.grad_output(0));
+  int64_t axis = c.node().attr_i("axis", 0);
+  if (axis < 0) axis += c.rank_of(c.input(0));
+  std::vector<Value*> sizes;
+  for (int i = 0; i < n; ++i) sizes.push_back(c.dim_of(c.input(i), axis));
+  std::vector<Value*> parts = c.emit_multi("Split", {c.grad_output(0), c.concat_ints(sizes)}, n,
+                                           {{"axis", Attribute(axis)}});
+  for (int i = 0; i < n; ++i) c.set_grad_input(i, parts[i]);
+}
+
+// Split: the outputs' gradients concatenated (zeros for outputs no gradient reached).
+void grad_split(GradContext& c) {
+  std::vector<Value*> parts;
+  for (int i = 0; i < c.node().num_outputs(); ++i) {
+    Value* g = c.grad_output(i);
+    parts.push_back(g ? g : c.zeros_like(c.output(i)));
+  }
+  Value* dx = parts.size() == 1 ? parts[0]
+                                : c.emit("Concat", parts, {{"axis", Attribute(c.node().attr_i("axis", 0))}});
+  c.set_grad_input(0, dx);
+}
+
+// Slice: dY scattered into zeros of X's shape (SliceGrad).
+void grad_slice(GradContext& c) {
+  std::vector<Value*> ins = {c.grad_output(0), c.shape_of(c.input(0))};
+  for (int i = 1; i < 5; ++i) ins.push_back(c.input(i));
+  c.set_grad_input(0, c.emit_otter("SliceGrad", ins));
+}
+
+// Gather: rows of dY added into zeros of X's shape at the indices (GatherGrad, a scatter-add).
+void grad_gather(GradContext& c) {
+  c.set_grad_input(0, c.emit_otter("GatherGrad", {c.grad_output(0), c.shape_of(c.input(0)), c.input(1)},
+                                   c.forward_attrs({"axis"})));
+}
+
+void grad_expand(GradContext& c) { c.set_grad_input(0, c.sum_to_shape(c.grad_output(0), c.input(0))); }
+
+// Tile with constant repeats r: dY viewed as [r0, d0, r1, d1, ...] and summed over the r axes.
+void grad_tile(GradContext& c) {
+  Value* reps_v = c.input(1);
+  if (!reps_v->has_data() || reps_v->trainable()) c.unsupported("Tile's repeats must be a constant");
+  std::vector<int64_t> reps = reps_v->data().to_int64_vector();
+  std::vector<Value*> dims;
+  std::vector<int64_t> rep_axes;
+  for (size_t i = 0; i < reps.size(); ++i) {
+    rep_axes.push_back(static_cast<int64_t>(2 * i));
+    dims.push_back(c.ints({reps[i]}));
+    dims.push_back(c.dim_of(c.input(0), static_cast<int64_t>(i)));
+  }
+  Value* split = c.emit("Reshape", {c.grad_output(0), c.concat_ints(dims)});
+  Value* sum = c.emit("ReduceSum", {split, c.ints(rep_axes)}, {{"keepdims", Attribute(int64_t{0})}});
+  c.set_grad_input(0, c.reshape_like(sum, c.input(0)));
+}
+
+// Pad: dY gathered back to X's positions (PadGrad; reflect/edge/wrap add up the copies).
+void grad_pad(GradContext& c) {
+  if (c.needs_grad(2)) c.unsupported("the constant_value input (2) would need a gradient");
+  c.set_grad_input(0, c.emit_otter("PadGrad", {c.grad_output(0), c.shape_of(c.input(0)), c.input(1), c.input(3)},
+                                   c.forward_attrs({"mode"})));
+}
+
+void grad_trilu(GradContext& c) {
+  c.set_grad_input(0, c.emit("Trilu", {c.grad_output(0), c.input(1)}, c.forward_attrs({"upper"})));
+}
+
+// ---- gradient ops (ai.otter) --------------------------------------------------------------------
+// op(dY, shape, ...) -> dX of dY's type and the shape given by input 1.
+InferFn scatter_grad(int min_in, int max_in) {
+  return [=](InferContext& ctx) {
+    infer::check_arity(ctx, min_in, max_in);
+    infer::check_float(ctx, 0);
+    infer::check_type(ctx, 1, Types::kInt64);
+    check_1d(ctx, 1, "shape");
+    for (int i = 2; i < ctx.num_inputs(); ++i) infer::check_type(ctx, i, Types::kIndex);
+    DataType t = ctx.in_dtype(0);
+    if (auto d = infer::sym_data(ctx, 1)) return ctx.set_output(0, t, Shape(*d));
+    auto len = infer::static_length(ctx, 1);
+    ctx.set_output(0, t, len ? Shape(std::vector<Dim>(*len)) : Shape::unknown());
+  };
+}
+
+void register_shape_grad_ops(OpTable& t) {
+  using P = PrecisionClass;
+  infer::add_otter_op(t, "SliceGrad", scatter_grad(4, 6), P::kFollow,
+                      "SliceGrad(dY, shape, starts, ends, axes?, steps?): dY placed where Slice read, zeros "
+                      "elsewhere");
+  infer::add_otter_op(t, "GatherGrad", scatter_grad(3, 3), P::kFollow,
+                      "GatherGrad(dY, shape, indices) {axis}: zeros of `shape` with dY's slices added at the "
+                      "indices (scatter-add; embedding gradients)");
+  infer::add_otter_op(t, "PadGrad", scatter_grad(3, 4), P::kFollow,
+                      "PadGrad(dY, shape, pads, axes?) {mode}: for each input position the sum of dY over the "
+                      "output positions that copied it");
+}
+
 void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionClass p, bool inplace,
-         GradKind g, const char* summary) {
+         GradSpec g, const char* summary) {
   t.add({.domain = "",
          .op_type = op,
          .since_version = since,
@@ -716,8 +829,8 @@ void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionC
          .infer = std::move(f),
          .precision = p,
          .inplace = inplace,
-         .grad_kind = g,
-         .grad = {},
+         .grad_kind = g.kind,
+         .grad = std::move(g.fn),
          .summary = summary});
 }
 
@@ -726,31 +839,37 @@ void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionC
 void register_shape_ops(OpTable& t) {
   using P = PrecisionClass;
   constexpr int kMax = kMaxOnnxOpset;
-  constexpr GradKind kGrad = GradKind::kMissing;  // rules are added by the autodiff issue
-  constexpr GradKind kNoGrad = GradKind::kNoGradient;
+  auto rule = grad_rule;
+  const GradSpec kNoGrad = no_gradient();
   // Since-versions are those of the ONNX schema in force at opset 13; later versions up to 21
   // (noted) widen types or add attributes/inputs that inference reads where present.
-  add(t, "Reshape", 13, kMax, infer_reshape, P::kFollow, false, kGrad,
+  add(t, "Reshape", 13, kMax, infer_reshape, P::kFollow, false, rule(grad_view),
       "new shape from input 'shape' (0 copies, -1 infers; allowzero from 14; Reshape 13, 14, 19, 21)");
-  add(t, "Flatten", 13, kMax, infer_flatten, P::kFollow, false, kGrad, "2-D view split at 'axis' (Flatten 13, 21)");
-  add(t, "Transpose", 13, kMax, infer_transpose, P::kFollow, false, kGrad,
+  add(t, "Flatten", 13, kMax, infer_flatten, P::kFollow, false, rule(grad_view),
+      "2-D view split at 'axis' (Flatten 13, 21)");
+  add(t, "Transpose", 13, kMax, infer_transpose, P::kFollow, false, rule(grad_transpose),
       "permutes axes by 'perm' (default reverse; Transpose 13, 21)");
-  add(t, "Squeeze", 13, kMax, infer_squeeze, P::kFollow, false, kGrad,
+  add(t, "Squeeze", 13, kMax, infer_squeeze, P::kFollow, false, rule(grad_view),
       "removes size-1 axes given by input 'axes' (Squeeze 13, 21)");
-  add(t, "Unsqueeze", 13, kMax, infer_unsqueeze, P::kFollow, false, kGrad,
+  add(t, "Unsqueeze", 13, kMax, infer_unsqueeze, P::kFollow, false, rule(grad_view),
       "inserts size-1 axes given by input 'axes' (Unsqueeze 13, 21)");
-  add(t, "Concat", 13, kMax, infer_concat, P::kFollow, false, kGrad, "joins inputs along 'axis'");
-  add(t, "Split", 13, 17, infer_split, P::kFollow, false, kGrad, "splits along 'axis' by input 'split' or evenly");
-  add(t, "Split", 18, kMax, infer_split, P::kFollow, false, kGrad,
+  add(t, "Concat", 13, kMax, infer_concat, P::kFollow, false, rule(grad_concat), "joins inputs along 'axis'");
+  add(t, "Split", 13, 17, infer_split, P::kFollow, false, rule(grad_split),
+      "splits along 'axis' by input 'split' or evenly");
+  add(t, "Split", 18, kMax, infer_split, P::kFollow, false, rule(grad_split),
       "splits along 'axis' by input 'split' or into 'num_outputs' chunks (last smaller)");
-  add(t, "Slice", 13, kMax, infer_slice, P::kFollow, false, kGrad, "strided slice by starts/ends/axes/steps inputs");
-  add(t, "Gather", 13, kMax, infer_gather, P::kFollow, false, kGrad, "takes entries along 'axis' at 'indices'");
-  add(t, "Expand", 13, kMax, infer_expand, P::kFollow, false, kGrad, "broadcasts input to input 'shape'");
-  add(t, "Tile", 13, kMax, infer_tile, P::kFollow, false, kGrad, "repeats the input 'repeats' times per axis");
-  add(t, "Pad", 13, kMax, infer_pad, P::kFollow, false, kGrad,
+  add(t, "Slice", 13, kMax, infer_slice, P::kFollow, false, rule(grad_slice),
+      "strided slice by starts/ends/axes/steps inputs");
+  add(t, "Gather", 13, kMax, infer_gather, P::kFollow, false, rule(grad_gather),
+      "takes entries along 'axis' at 'indices'");
+  add(t, "Expand", 13, kMax, infer_expand, P::kFollow, false, rule(grad_expand), "broadcasts input to input 'shape'");
+  add(t, "Tile", 13, kMax, infer_tile, P::kFollow, false, rule(grad_tile), "repeats the input 'repeats' times per axis");
+  add(t, "Pad", 13, kMax, infer_pad, P::kFollow, false, rule(grad_pad),
       "pads by input 'pads' (constant/reflect/edge; axes input 18, wrap 19; Pad 13, 18, 19, 21)");
-  add(t, "Identity", 13, kMax, infer_identity, P::kFollow, true, kGrad, "returns its input (Identity 13, 14, 16, 19, 21)");
-  add(t, "Trilu", 14, kMax, infer_trilu, P::kFollow, false, kGrad, "upper or lower triangle of the last two axes");
+  add(t, "Identity", 13, kMax, infer_identity, P::kFollow, true, rule(grad_identity),
+      "returns its input (Identity 13, 14, 16, 19, 21)");
+  add(t, "Trilu", 14, kMax, infer_trilu, P::kFollow, false, rule(grad_trilu),
+      "upper or lower triangle of the last two axes");
   add(t, "Shape", 13, kMax, infer_shape, P::kNone, false, kNoGrad,
       "the input's shape as int64 (start/end from 15; Shape 13, 15, 19, 21)");
   add(t, "Size", 13, kMax, infer_size, P::kNone, false, kNoGrad, "the input's element count as int64 scalar");
@@ -759,6 +878,10 @@ void register_shape_ops(OpTable& t) {
   add(t, "Constant", 13, kMax, infer_constant, P::kNone, false, kNoGrad,
       "a constant from value/value_float(s)/value_int(s) (Constant 13, 19, 21)");
   add(t, "Range", 11, kMax, infer_range, P::kNone, false, kNoGrad, "start, start+delta, ... below limit");
+  // Their kernels return output 0 as a view of input 0 (no copy).
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    t.mutable_find("", op, kMax)->views = {{0, 0}};
+  register_shape_grad_ops(t);
 }
 
 }  // namespace otter

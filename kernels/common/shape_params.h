@@ -1,14 +1,14 @@
-// Host-side parameter resolution of the data-movement ops shared by the CPU and CUDA kernels: the
-// per-axis start/step/length of Slice and the output sizes of Split, validated with errors that
-// name the node.
+// Host-side parameter resolution of the data-movement ops, shared by the CPU and CUDA kernels (and
+// their gradients): axis normalisation, the strided view one Slice reads, and Split's output
+// sizes, validated with errors that name the node. Inputs are already read on the host.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "graph/error.h"
+#include "kernels/common/indexing.h"
 #include "kernels/kernel.h"
 
 namespace otter::params {
@@ -18,15 +18,16 @@ inline int64_t normalize_axis(const KernelContext& ctx, int64_t axis, int64_t ra
   return axis < 0 ? axis + rank : axis;
 }
 
-// Per input axis: the first element read, the step, and the output length.
-struct Slice {
-  std::vector<int64_t> start, step, dims;
+// The strided view one Slice reads: per axis the first element, the step and the output length.
+struct SliceView {
+  std::vector<int64_t> start, step, out_dims;
 };
 
-// Slice of an input of dims `in`; `axes` and `steps` may be empty (defaults 0..n-1 and 1).
-inline Slice resolve_slice(const KernelContext& ctx, const std::vector<int64_t>& in, const std::vector<int64_t>& starts,
-                           const std::vector<int64_t>& ends, std::vector<int64_t> axes, std::vector<int64_t> steps) {
-  const int64_t r = static_cast<int64_t>(in.size());
+// Slice of an input of dims `dims`; `axes` and `steps` may be empty (defaults 0..n-1 and 1).
+inline SliceView resolve_slice(const KernelContext& ctx, const std::vector<int64_t>& dims,
+                               const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+                               std::vector<int64_t> axes, std::vector<int64_t> steps) {
+  const int64_t r = static_cast<int64_t>(dims.size());
   if (starts.size() != ends.size())
     ctx.error(str_cat("starts ", dims_to_string(starts), " and ends ", dims_to_string(ends), " differ in length"));
   const size_t n = starts.size();
@@ -34,38 +35,24 @@ inline Slice resolve_slice(const KernelContext& ctx, const std::vector<int64_t>&
     for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
   if (steps.empty()) steps.assign(n, 1);
   if (axes.size() != n || steps.size() != n) ctx.error("starts, ends, axes and steps must have the same length");
-  Slice p{std::vector<int64_t>(static_cast<size_t>(r), 0), std::vector<int64_t>(static_cast<size_t>(r), 1), in};
+  SliceView v{std::vector<int64_t>(static_cast<size_t>(r), 0), std::vector<int64_t>(static_cast<size_t>(r), 1), dims};
   std::vector<bool> seen(static_cast<size_t>(r), false);
   for (size_t i = 0; i < n; ++i) {
     const int64_t a = normalize_axis(ctx, axes[i], r);
     if (seen[a]) ctx.error(str_cat("axis ", axes[i], " is repeated in axes ", dims_to_string(axes)));
     seen[a] = true;
-    int64_t s = starts[i], e = ends[i], k = steps[i];
-    const int64_t dim = in[a];
-    if (k == 0) ctx.error(str_cat("step for axis ", axes[i], " is 0"));
-    k = std::max<int64_t>(k, -std::numeric_limits<int64_t>::max());
-    if (s < 0) s += dim;
-    if (e < 0) e += dim;
-    int64_t len;
-    if (k > 0) {
-      s = std::clamp<int64_t>(s, 0, dim);
-      e = std::clamp<int64_t>(e, 0, dim);
-      len = e > s ? 1 + (e - s - 1) / k : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, std::max<int64_t>(dim - 1, 0));
-      e = std::clamp<int64_t>(e, -1, dim - 1);
-      len = dim > 0 && s > e ? 1 + (s - e - 1) / (-k) : 0;
-    }
-    p.start[a] = s;
-    p.step[a] = k;
-    p.dims[a] = len;
+    if (steps[i] == 0) ctx.error(str_cat("step for axis ", axes[i], " is 0"));
+    const SliceAxis sa = resolve_slice_axis(starts[i], ends[i], steps[i], dims[a]);
+    v.start[a] = sa.start;
+    v.step[a] = sa.step;
+    v.out_dims[a] = sa.len;
   }
-  return p;
+  return v;
 }
 
-// Output sizes of Split along an axis of length `dim` into `nout` outputs: from the `split`
-// input or attribute (`given`, may be empty), else equal chunks (the last one smaller only with
-// the opset-18 attribute num_outputs).
+// Output sizes of Split along `axis` of x into `nout` outputs: from the `split` input or
+// attribute (`given`, may be empty), else equal chunks (the last one smaller only with the
+// opset-18 attribute num_outputs).
 inline std::vector<int64_t> split_sizes(const KernelContext& ctx, const Tensor& x, int64_t axis, int nout,
                                         std::vector<int64_t> given, int64_t num_outputs_attr) {
   const int64_t dim = x.dims()[axis];
@@ -88,6 +75,16 @@ inline std::vector<int64_t> split_sizes(const KernelContext& ctx, const Tensor& 
   std::vector<int64_t> sizes;
   for (int64_t i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
   return sizes;
+}
+
+// Pad's attribute 'mode'.
+inline PadMode parse_pad_mode(const Node& n) {
+  const std::string m = n.attr_s("mode", "constant");
+  if (m == "constant") return PadMode::kConstant;
+  if (m == "reflect") return PadMode::kReflect;
+  if (m == "edge") return PadMode::kEdge;
+  if (m == "wrap") return PadMode::kWrap;
+  fail(n.describe(), ": unsupported pad mode '", m, "'");
 }
 
 }  // namespace otter::params

@@ -8,116 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "kernels/common/window.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/window.h"
 
 namespace otter {
 namespace {
 
-using window::ceil_div;
-using window::floor_div;
-using window::Geometry;
-using window::resolve_geometry;
-using window::WindowAttrs;
-
-// Per-axis tables for one kernel offset along axis j: output positions o in [lo, hi) read input
-// o*s + off, the others fall into padding.
-struct AxisRange {
-  int64_t off, lo, hi;
-};
-AxisRange axis_range(const Geometry& g, int j, int64_t kj) {
-  const int64_t off = kj * g.d[j] - g.pb[j];
-  const int64_t lo = std::clamp<int64_t>(ceil_div(-off, g.s[j]), 0, g.out[j]);
-  const int64_t hi = std::clamp<int64_t>(floor_div(g.in[j] - 1 - off, g.s[j]) + 1, lo, g.out[j]);
-  return {off, lo, hi};
-}
-
-// For one kernel offset (kidx, a flat index over the kernel window), visits each output row (all
-// spatial axes but the last fixed) with f(out_row, in_row, valid): out_row is the flat output index
-// of the row's first element; in_row the flat input index that output position 0 of the row would
-// read (only meaningful when valid). Output positions [lo, hi) of the last axis (from `last`) read
-// in_row + o * s_last; the rest of a valid row, and all of an invalid row, are padding.
-template <class F>
-void for_each_row(const Geometry& g, int64_t kidx, const AxisRange& last, F&& f) {
-  const int n = g.nsp;
-  // Decompose kidx into per-axis kernel positions.
-  int64_t kpos[8];
-  for (int j = n - 1; j >= 0; --j) {
-    kpos[j] = kidx % g.k[j];
-    kidx /= g.k[j];
-  }
-  if (n == 1) {
-    f(int64_t{0}, last.off, true);
-    return;
-  }
-  int64_t off[8], in_stride[8];
-  in_stride[n - 1] = 1;
-  for (int j = n - 2; j >= 0; --j) in_stride[j] = in_stride[j + 1] * g.in[j + 1];
-  for (int j = 0; j < n - 1; ++j) off[j] = kpos[j] * g.d[j] - g.pb[j];
-  const int64_t olast = g.out[n - 1];
-  const int64_t rows = g.out_plane / std::max<int64_t>(olast, 1);
-  int64_t o[8] = {0};
-  for (int64_t r = 0; r < rows; ++r) {
-    bool valid = true;
-    int64_t in_row = last.off;
-    for (int j = 0; j < n - 1; ++j) {
-      const int64_t i = o[j] * g.s[j] + off[j];
-      if (i < 0 || i >= g.in[j]) { valid = false; break; }
-      in_row += i * in_stride[j];
-    }
-    f(r * olast, in_row, valid);
-    for (int j = n - 2; j >= 0; --j) {
-      if (++o[j] < g.out[j]) break;
-      o[j] = 0;
-    }
-  }
-}
-
-// im2col of one image group: col[(c*k_size + kidx), out_plane] for channels [0, channels) of x.
-template <typename T>
-void im2col(const Geometry& g, const T* x, int64_t channels, T* col, bool parallel) {
-  const int64_t rows = channels * g.k_size, L = g.out_plane, olast = g.out[g.nsp - 1];
-  const int64_t slast = g.s[g.nsp - 1];
-  const int64_t klast = g.k[g.nsp - 1];
-#pragma omp parallel for schedule(static) if (parallel && rows * L > 32768)
-  for (int64_t row = 0; row < rows; ++row) {
-    const int64_t c = row / g.k_size, kidx = row % g.k_size;
-    const T* xc = x + c * g.in_plane;
-    T* dst = col + row * L;
-    const AxisRange last = axis_range(g, g.nsp - 1, kidx % klast);
-    for_each_row(g, kidx, last, [&](int64_t out_row, int64_t in_row, bool valid) {
-      T* d = dst + out_row;
-      if (!valid) {
-        std::fill(d, d + olast, T(0));
-        return;
-      }
-      std::fill(d, d + last.lo, T(0));
-      const T* s = xc + in_row;
-      if (slast == 1) {
-        std::copy(s + last.lo, s + last.hi, d + last.lo);
-      } else {
-        for (int64_t o = last.lo; o < last.hi; ++o) d[o] = s[o * slast];
-      }
-      std::fill(d + last.hi, d + olast, T(0));
-    });
-  }
-}
-
-// A growable scratch buffer kept by a kernel between runs (no allocation in the steady state).
-class Scratch {
- public:
-  template <typename T>
-  T* get(size_t count) {
-    const size_t words = (count * sizeof(T) + sizeof(double) - 1) / sizeof(double);
-    if (buf_.size() < words) buf_.resize(words);
-    return reinterpret_cast<T*>(buf_.data());
-  }
-
- private:
-  std::vector<double> buf_;
-};
+using namespace cpu;  // window geometry, im2col (kernels/cpu/window.h)
 
 // ---- Conv ----------------------------------------------------------------------------------------
 
@@ -256,44 +155,6 @@ class ConvKernel : public Kernel {
 };
 
 // ---- pooling ------------------------------------------------------------------------------------
-
-// Pooling geometry padded to three spatial axes (leading axes of size 1), with per-axis tables of
-// the valid kernel positions for each output position.
-struct Pool3 {
-  int64_t in[3], out[3], s[3], d[3], pb[3];
-  std::vector<int64_t> klo[3], khi[3], cnt_pad[3];  // valid k range; k count inside the padded extent
-};
-
-Pool3 make_pool3(const Geometry& g) {
-  Pool3 p;
-  const int shift = 3 - g.nsp;
-  for (int j = 0; j < 3; ++j) {
-    const int src = j - shift;
-    const bool real = src >= 0;
-    p.in[j] = real ? g.in[src] : 1;
-    p.out[j] = real ? g.out[src] : 1;
-    p.s[j] = real ? g.s[src] : 1;
-    p.d[j] = real ? g.d[src] : 1;
-    p.pb[j] = real ? g.pb[src] : 0;
-    const int64_t k = real ? g.k[src] : 1, pe = real ? g.pe[src] : 0;
-    p.klo[j].resize(p.out[j]);
-    p.khi[j].resize(p.out[j]);
-    p.cnt_pad[j].resize(p.out[j]);
-    for (int64_t o = 0; o < p.out[j]; ++o) {
-      const int64_t start = o * p.s[j] - p.pb[j];
-      // k valid when 0 <= start + k*d < in
-      const int64_t lo = std::clamp<int64_t>(ceil_div(-start, p.d[j]), 0, k);
-      const int64_t hi = std::clamp<int64_t>(floor_div(p.in[j] - 1 - start, p.d[j]) + 1, lo, k);
-      p.klo[j][o] = lo;
-      p.khi[j][o] = hi;
-      // positions inside [-pb, in + pe): the divisor of count_include_pad
-      const int64_t plo = std::clamp<int64_t>(ceil_div(-p.pb[j] - start, p.d[j]), 0, k);
-      const int64_t phi = std::clamp<int64_t>(floor_div(p.in[j] + pe - 1 - start, p.d[j]) + 1, plo, k);
-      p.cnt_pad[j][o] = phi - plo;
-    }
-  }
-  return p;
-}
 
 class PoolKernel : public Kernel {
  public:

@@ -11,4 +11,9 @@ void register_cpu_matmul_kernels(KernelRegistry& r);       // matmul.cc: MatMul,
 void register_cpu_conv_kernels(KernelRegistry& r);         // conv.cc: Conv, pooling
 void register_cpu_nn_kernels(KernelRegistry& r);           // nn.cc: norms, softmax, losses, dropout
 void register_cpu_train_kernels(KernelRegistry& r);        // train.cc: accumulation, optimizers, scaler
+// Gradient ops of the ai.otter domain (the autodiff pass emits them).
+void register_cpu_elementwise_grad_kernels(KernelRegistry& r);  // elementwise_grad.cc: ReluGrad, GeluGrad, ...
+void register_cpu_conv_grad_kernels(KernelRegistry& r);         // conv_grad.cc: ConvGrad, pooling gradients
+void register_cpu_nn_grad_kernels(KernelRegistry& r);           // nn_grad.cc: norms, softmax, losses
+void register_cpu_shape_grad_kernels(KernelRegistry& r);        // shape_grad.cc: SliceGrad, GatherGrad, PadGrad
 }  // namespace otter

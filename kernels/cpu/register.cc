@@ -11,6 +11,10 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_conv_kernels(r);
   register_cpu_nn_kernels(r);
   register_cpu_train_kernels(r);
+  register_cpu_elementwise_grad_kernels(r);
+  register_cpu_conv_grad_kernels(r);
+  register_cpu_nn_grad_kernels(r);
+  register_cpu_shape_grad_kernels(r);
 }
 
 }  // namespace otter

@@ -5,10 +5,11 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/common/shape_params.h"
+#include "kernels/common/indexing.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/shape_util.h"
 
 namespace otter {
 namespace {
@@ -16,53 +17,10 @@ namespace {
 constexpr int kFirstOpset = 13;
 constexpr int kLastOpset = 21;
 
-std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (size_t i = dims.size(); i-- > 1;) s[i - 1] = s[i] * dims[i];
-  return s;
-}
-
-int64_t normalize_axis(const KernelContext& ctx, int64_t axis, int64_t rank, const char* what = "axis") {
-  if (axis < -rank || axis >= rank)
-    ctx.error(str_cat(what, " ", axis, " is out of range for rank ", rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
-std::vector<int64_t> int_input(const KernelContext& ctx, int i, const char* name) {
-  const Tensor& t = ctx.input(i);
-  if (t.dtype() != DataType::kInt64 && t.dtype() != DataType::kInt32)
-    ctx.error(str_cat("input ", i, " (", name, ") must be int64 or int32, got ", t.describe()));
-  return t.to_int64_vector();
-}
-
-// Calls fn(row, in_offset) for every output row (all dims but the last) of a strided view:
-// output dims `od`, input element strides `is` per output dim. Rows are split across threads.
-template <typename F>
-void for_each_row(const std::vector<int64_t>& od, const std::vector<int64_t>& is, F&& fn) {
-  const int r = static_cast<int>(od.size());
-  if (r == 0) { fn(int64_t{0}, int64_t{0}); return; }
-  int64_t rows = 1;
-  for (int i = 0; i < r - 1; ++i) rows *= od[i];
-  if (rows == 0 || od[r - 1] == 0) return;
-  cpu::parallel_ranges(rows, [&](int64_t b, int64_t e) {
-    std::vector<int64_t> idx(static_cast<size_t>(std::max(r - 1, 0)), 0);
-    int64_t rem = b, off = 0;
-    for (int i = r - 2; i >= 0; --i) {
-      idx[i] = rem % od[i];
-      rem /= od[i];
-      off += idx[i] * is[i];
-    }
-    for (int64_t row = b; row < e; ++row) {
-      fn(row, off);
-      for (int i = r - 2; i >= 0; --i) {
-        off += is[i];
-        if (++idx[i] < od[i]) break;
-        off -= idx[i] * is[i];
-        idx[i] = 0;
-      }
-    }
-  }, od[r - 1]);
-}
+using cpu::contiguous_strides;
+using cpu::for_each_row;
+using cpu::int_input;
+using cpu::normalize_axis;
 
 void add(KernelRegistry& r, const char* op, KernelFactory f, int since = kFirstOpset) {
   KernelDef d;
@@ -395,13 +353,10 @@ class SliceKernel : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t r = x.rank();
-    const params::Slice p = params::resolve_slice(
-        ctx, x.dims(), int_input(ctx, 1, "starts"), int_input(ctx, 2, "ends"),
-        ctx.has_input(3) ? int_input(ctx, 3, "axes") : std::vector<int64_t>{},
-        ctx.has_input(4) ? int_input(ctx, 4, "steps") : std::vector<int64_t>{});
-    const std::vector<int64_t>& st = p.start;
-    const std::vector<int64_t>& step = p.step;
-    const std::vector<int64_t>& od = p.dims;
+    const cpu::SliceView v = cpu::resolve_slice(ctx, x.dims(), 1);
+    const std::vector<int64_t>& st = v.start;
+    const std::vector<int64_t>& step = v.step;
+    const std::vector<int64_t>& od = v.out_dims;
     Tensor& out = ctx.allocate_output(0, x.dtype(), od);
     if (out.numel() == 0) return;
     std::vector<int64_t> is = contiguous_strides(x.dims()), ist(static_cast<size_t>(r));
@@ -436,14 +391,7 @@ class GatherKernel : public Kernel {
     if (r == 0) ctx.error("data must have rank >= 1");
     const int64_t a = normalize_axis(ctx, axis_, r);
     const int64_t n = x.dims()[a];
-    std::vector<int64_t> ind;
-    if (idx.dtype() == DataType::kInt64 || idx.dtype() == DataType::kInt32) ind = idx.to_int64_vector();
-    else ctx.error(str_cat("indices must be int64 or int32, got ", idx.describe()));
-    for (int64_t& v : ind) {
-      if (v < -n || v >= n)
-        ctx.error(str_cat("index ", v, " is out of range for axis ", a, " of size ", n, " (data ", x.describe(), ")"));
-      if (v < 0) v += n;
-    }
+    const std::vector<int64_t> ind = cpu::gather_indices(ctx, idx, a, x.dims());
     std::vector<int64_t> od(x.dims().begin(), x.dims().begin() + a);
     od.insert(od.end(), idx.dims().begin(), idx.dims().end());
     od.insert(od.end(), x.dims().begin() + a + 1, x.dims().end());
@@ -538,22 +486,8 @@ class TileKernel : public Kernel {
 // ---- Pad ----------------------------------------------------------------------------------------
 class PadKernel : public Kernel {
  public:
-  explicit PadKernel(const Node& n) : mode_(n.attr_s("mode", "constant")) {
-    if (mode_ != "constant" && mode_ != "reflect" && mode_ != "edge" && mode_ != "wrap")
-      fail(n.describe(), ": unsupported pad mode '", mode_, "'");
-  }
-  // Source index of output position `o` along a dim of size n (mode reflect / edge / wrap), or -1
-  // for the constant value.
-  int64_t source(int64_t s, int64_t n) const {
-    if (s >= 0 && s < n) return s;
-    if (mode_ == "constant") return -1;
-    if (mode_ == "edge") return s < 0 ? 0 : n - 1;
-    if (mode_ == "wrap") return ((s % n) + n) % n;
-    if (n == 1) return 0;
-    const int64_t period = 2 * (n - 1);
-    int64_t m = ((s % period) + period) % period;
-    return m >= n ? period - m : m;
-  }
+  explicit PadKernel(const Node& n) : mode_name_(n.attr_s("mode", "constant")), mode_(cpu::parse_pad_mode(n)) {}
+  int64_t source(int64_t s, int64_t n) const { return pad_source(mode_, s, n); }
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t r = x.rank();
@@ -573,8 +507,8 @@ class PadKernel : public Kernel {
       lo[a] = pads[i];
       od[a] = x.dims()[a] + pads[i] + pads[i + na];
       if (od[a] < 0) ctx.error(str_cat("pads ", dims_to_string(pads), " crop axis ", a, " of ", x.describe(), " below 0"));
-      if (mode_ != "constant" && x.dims()[a] == 0 && od[a] > 0)
-        ctx.error(str_cat("cannot ", mode_, "-pad the empty axis ", a, " of ", x.describe()));
+      if (mode_ != PadMode::kConstant && x.dims()[a] == 0 && od[a] > 0)
+        ctx.error(str_cat("cannot ", mode_name_, "-pad the empty axis ", a, " of ", x.describe()));
     }
     Tensor& out = ctx.allocate_output(0, x.dtype(), od);
     if (out.numel() == 0) return;
@@ -617,7 +551,8 @@ class PadKernel : public Kernel {
   }
 
  private:
-  std::string mode_;
+  std::string mode_name_;
+  PadMode mode_;
 };
 
 // ---- Shape, Size, Constant, ConstantOfShape, Range, Trilu ---------------------------------------

@@ -1,6 +1,7 @@
 // cuDNN convolution: Conv forward (1-3 spatial axes, groups, strides, dilations, symmetric pads,
-// bias). Descriptors and the algorithm are cached per input shape in each node's kernel; the
-// workspace comes from the device's allocator. fp32 convolutions use FMA math (no TF32), so they
+// bias) and ConvGrad (backward data, backward filter, bias as a reduction). Descriptors and the
+// algorithms are cached per input shape in each node's kernel; the workspace comes from the
+// device's allocator. fp32 convolutions use FMA math (no TF32), so they
 // match the CPU to fp32 rounding; fp16/bf16 use tensor cores with fp32 accumulation.
 //
 // This uses cuDNN's descriptor API (deprecated in cuDNN 9 in favour of the graph API, and still
@@ -207,10 +208,114 @@ class ConvKernel : public Kernel {
   std::map<std::vector<int64_t>, ForwardPlan> plans_;
 };
 
+// ---- ConvGrad ----------------------------------------------------------------------------------
+
+struct BackwardPlan {
+  std::unique_ptr<ConvDescriptors> desc;
+  cudnnConvolutionBwdDataAlgo_t data_algo;
+  cudnnConvolutionBwdFilterAlgo_t filter_algo;
+  cudnnMathType_t data_math, filter_math;  // set on the shared descriptor before each pass
+  size_t workspace;                        // enough for both
+};
+
+// ConvGrad(dY, X, W) {Conv's attributes} -> dX?, dW?, dB?: cuDNN's backward data and backward
+// filter passes; dB is dY summed over the batch and positions (a deterministic reduction).
+class ConvGradKernel : public Kernel {
+ public:
+  explicit ConvGradKernel(const Node& n) : w_(n, false), group_(n.attr_i("group", 1)) {
+    if (group_ <= 0) fail(n.describe(), ": group must be positive");
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& w = ctx.input(2);
+    if (x.rank() < 3 || x.rank() > 5 || w.rank() != x.rank() || x.dtype() != dy.dtype() || w.dtype() != dy.dtype())
+      ctx.error(str_cat("X ", x.describe(), " and W ", w.describe(), " must be 3-D to 5-D tensors of dY's type ",
+                        dy.describe()));
+    const int64_t batch = x.dim(0), cin = x.dim(1), cout = w.dim(0), cg = w.dim(1);
+    if (cin != cg * group_ || cout % group_ != 0)
+      ctx.error(str_cat("channel mismatch: X ", x.describe(), ", W ", w.describe(), ", group ", group_));
+    const std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end()), kernel(w.dims().begin() + 2, w.dims().end());
+    const window::Geometry g = window::resolve_geometry(ctx, w_, in, kernel);
+    for (int j = 0; j < g.nsp; ++j)
+      if (g.pb[j] != g.pe[j])
+        ctx.error(str_cat("padding ", g.pb[j], " before and ", g.pe[j], " after spatial axis ", j,
+                          ": the CUDA ConvGrad (cuDNN) pads symmetrically"));
+    std::vector<int64_t> ydims = {batch, cout};
+    ydims.insert(ydims.end(), g.out.begin(), g.out.end());
+    if (dy.dims() != ydims)
+      ctx.error(str_cat("dY ", dy.describe(), " does not match the Conv output shape ", dims_to_string(ydims)));
+    CudaDevice& dev = device_of(ctx);
+    Tensor* dx = ctx.has_output(0) ? &ctx.allocate_output(0, x.dtype(), x.dims()) : nullptr;
+    Tensor* dw = ctx.has_output(1) ? &ctx.allocate_output(1, w.dtype(), w.dims()) : nullptr;
+    if (ctx.has_output(2)) {
+      std::vector<bool> reduced(static_cast<size_t>(dy.rank()), true);
+      reduced[1] = false;
+      reduce_axes(ctx, Reduction::kSum, dy, ctx.allocate_output(2, w.dtype(), {cout}), reduced);
+    }
+    if (!dx && !dw) return;
+    if (dy.numel() == 0 || x.numel() == 0 || w.numel() == 0) {  // empty sums: zeros
+      for (Tensor* t : {dx, dw})
+        if (t && t->nbytes()) OTTER_CUDA_CHECK(cudaMemsetAsync(t->raw(), 0, t->nbytes(), dev.cuda_stream()));
+      return;
+    }
+    const BackwardPlan& p = plan(dev, x, w, ydims, g);
+    Tensor ws = ctx.scratch(DataType::kUInt8, {static_cast<int64_t>(p.workspace)});
+    const float one = 1.f, zero = 0.f;
+    if (dx) {
+      OTTER_CUDNN_CHECK(cudnnSetConvolutionMathType(p.desc->conv_, p.data_math));
+      OTTER_CUDNN_CHECK(cudnnConvolutionBackwardData(dev.cudnn(), &one, p.desc->w_, w.raw(), p.desc->y_, dy.raw(),
+                                                     p.desc->conv_, p.data_algo, ws.raw(), p.workspace, &zero,
+                                                     p.desc->x_, dx->raw()));
+    }
+    if (dw) {
+      OTTER_CUDNN_CHECK(cudnnSetConvolutionMathType(p.desc->conv_, p.filter_math));
+      OTTER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dev.cudnn(), &one, p.desc->x_, x.raw(), p.desc->y_, dy.raw(),
+                                                       p.desc->conv_, p.filter_algo, ws.raw(), p.workspace, &zero,
+                                                       p.desc->w_, dw->raw()));
+    }
+  }
+
+ private:
+  const BackwardPlan& plan(CudaDevice& dev, const Tensor& x, const Tensor& w, const std::vector<int64_t>& y,
+                           const window::Geometry& g) {
+    std::vector<int64_t> key = x.dims();
+    key.insert(key.end(), w.dims().begin(), w.dims().end());
+    key.push_back(static_cast<int64_t>(x.dtype()));
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    BackwardPlan p;
+    p.desc = std::make_unique<ConvDescriptors>(x.dtype(), x.dims(), w.dims(), y, g, group_);
+    const ConvDescriptors& d = *p.desc;
+    cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    cudnnConvolutionBwdFilterAlgoPerf_t filter[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    int nd = 0, nf = 0;
+    OTTER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.cudnn(), d.w_, d.y_, d.conv_, d.x_,
+                                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, data));
+    OTTER_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(dev.cudnn(), d.x_, d.y_, d.conv_, d.w_,
+                                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nf, filter));
+    const cudnnConvolutionBwdDataAlgoPerf_t bd = pick_algorithm(data, nd, "backward-data");
+    const cudnnConvolutionBwdFilterAlgoPerf_t bf = pick_algorithm(filter, nf, "backward-filter");
+    p.data_math = bd.mathType;
+    p.filter_math = bf.mathType;
+    p.data_algo = bd.algo;
+    p.filter_algo = bf.algo;
+    p.workspace = std::max(bd.memory, bf.memory);
+    return plans_.emplace(key, std::move(p)).first->second;
+  }
+
+  window::WindowAttrs w_;
+  int64_t group_;
+  std::map<std::vector<int64_t>, BackwardPlan> plans_;
+};
+
 }  // namespace
 
 KernelFactory conv_kernel(const std::string& op) {
   if (op == "Conv") return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvKernel>(n); };
+  if (op == "ConvGrad")
+    return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvGradKernel>(n); };
   fail("conv_kernel: no CUDA kernel for ", op);
 }
 

@@ -1,8 +1,10 @@
 // CUDA element-wise kernels: arithmetic, activations, comparisons, logic, Clip, Pow, Where, Cast and
-// the variadic Min/Max, with numpy broadcasting. The per-element math is the shared
-// functors of kernels/common/elementwise.h; half types compute in float.
+// the variadic Min/Max with numpy broadcasting, and the element-wise gradients (ReluGrad, ...,
+// ClipGrad, DropoutGrad). The per-element math is the shared functors of
+// kernels/common/elementwise.h and elementwise_grad.h; half types compute in float.
 #include <limits>
 
+#include "kernels/common/elementwise_grad.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -326,6 +328,141 @@ class WhereKernel : public Kernel {
   }
 };
 
+// ---- gradients (ai.otter) ----------------------------------------------------------------------
+
+void check_like(const KernelContext& ctx, int i, const Tensor& ref, const char* what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != ref.dtype() || t.dims() != ref.dims())
+    ctx.error(str_cat("input ", i, " (", what, ") is ", t.describe(), ", expected ", ref.describe()));
+}
+
+// dX = F(dY, V) element by element, V the forward input or output the derivative reads.
+template <typename F>
+class ActivationGradKernel : public Kernel {
+ public:
+  ActivationGradKernel(const Node&, F f) : f_(f) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    check_like(ctx, 1, dy, "forward value");
+    dispatch_float(dy.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      launch_binary<S, S>(ctx, dy, ctx.input(1), ctx.allocate_output(0, dy.dtype(), dy.dims()), f_);
+    });
+  }
+
+ private:
+  F f_;
+};
+
+constexpr int kClipGradBlocks = 256;
+
+// dX where the forward Clip returned x, and per-block sums of dY where it returned min / max
+// (partial[2 * block + 0 / 1], double).
+template <typename S>
+__global__ void clip_grad_kernel(int64_t n, const S* dy, const S* x, S* dx, compute_type<S> lo, compute_type<S> hi,
+                                 const S* lo_p, const S* hi_p, double* partial) {
+  const ClipGradOp<compute_type<S>> op{lo_p ? load_value(*lo_p) : lo, hi_p ? load_value(*hi_p) : hi};
+  double below = 0, above = 0;
+  OTTER_GRID_STRIDE(i, n) {
+    const int src = op.source(load_value(x[i]));
+    const compute_type<S> g = load_value(dy[i]);
+    if (dx) dx[i] = store_value<S>(src == 0 ? g : compute_type<S>(0));
+    if (src == 1) below += static_cast<double>(g);
+    if (src == 2) above += static_cast<double>(g);
+  }
+  below = block_reduce(below, SumOp{}, 0.0);
+  above = block_reduce(above, SumOp{}, 0.0);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = below;
+    partial[2 * blockIdx.x + 1] = above;
+  }
+}
+
+// One block: the partial sums in a fixed order into the dMin / dMax scalars (either may be null).
+template <typename S>
+__global__ void clip_grad_total_kernel(const double* partial, int blocks, S* dmin, S* dmax) {
+  double below = 0, above = 0;
+  for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
+    below += partial[2 * b];
+    above += partial[2 * b + 1];
+  }
+  below = block_reduce(below, SumOp{}, 0.0);
+  above = block_reduce(above, SumOp{}, 0.0);
+  if (threadIdx.x == 0) {
+    if (dmin) *dmin = store_value<S>(static_cast<compute_type<S>>(below));
+    if (dmax) *dmax = store_value<S>(static_cast<compute_type<S>>(above));
+  }
+}
+
+// ClipGrad(dY, X, min?, max?) -> dX?, dMin?, dMax?: each element's gradient goes to whichever of
+// x, min, max the forward returned; dMin / dMax are sums.
+class ClipGradKernel : public Kernel {
+ public:
+  explicit ClipGradKernel(const Node&) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    check_like(ctx, 1, dy, "X");
+    for (int i = 2; i <= 3; ++i)
+      if (ctx.has_input(i) && (ctx.input(i).numel() != 1 || ctx.input(i).dtype() != dy.dtype()))
+        ctx.error(str_cat("input ", i, " must be a scalar of X's type, got ", ctx.input(i).describe()));
+    dispatch_float(dy.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      using C = compute_type<S>;
+      auto in = [&](int i) { return ctx.has_input(i) ? static_cast<const S*>(ctx.input(i).raw()) : nullptr; };
+      auto out = [&](int i, const std::vector<int64_t>& dims) {
+        return ctx.has_output(i) ? static_cast<S*>(ctx.allocate_output(i, dy.dtype(), dims).raw()) : nullptr;
+      };
+      S* dx = out(0, dy.dims());
+      S* dmin = ctx.has_input(2) ? out(1, ctx.input(2).dims()) : nullptr;
+      S* dmax = ctx.has_input(3) ? out(2, ctx.input(3).dims()) : nullptr;
+      Tensor partial = ctx.scratch(DataType::kFloat64, {2 * kClipGradBlocks});
+      const cudaStream_t s = stream_of(ctx);
+      clip_grad_kernel<S><<<kClipGradBlocks, kBlock, 0, s>>>(
+          dy.numel(), static_cast<const S*>(dy.raw()), static_cast<const S*>(ctx.input(1).raw()), dx,
+          -std::numeric_limits<C>::infinity(), std::numeric_limits<C>::infinity(), in(2), in(3),
+          static_cast<double*>(partial.raw()));
+      OTTER_CUDA_LAUNCH_CHECK();
+      if (!dmin && !dmax) return;
+      clip_grad_total_kernel<S><<<1, kBlock, 0, s>>>(static_cast<const double*>(partial.raw()), kClipGradBlocks, dmin, dmax);
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
+  }
+};
+
+template <typename S>
+__global__ void dropout_grad_kernel(int64_t n, const S* dy, const bool* mask, S* dx, float scale) {
+  OTTER_GRID_STRIDE(i, n) { dx[i] = store_value<S>(DropoutGradOp{}(load_value(dy[i]), mask[i], scale)); }
+}
+
+// DropoutGrad(dY, mask, ratio?, training_mode?): dY * mask / (1 - ratio) in training mode, dY
+// otherwise (the forward was the identity).
+class DropoutGradKernel : public Kernel {
+ public:
+  explicit DropoutGradKernel(const Node&) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& mask = ctx.input(1);
+    if (mask.dtype() != DataType::kBool || mask.dims() != dy.dims())
+      ctx.error(str_cat("mask ", mask.describe(), " must be bool of dY's shape ", dy.describe()));
+    const double ratio = ctx.has_input(2) ? host_scalar(ctx, 2, "ratio") : 0.5;
+    const bool training = ctx.has_input(3) && host_scalar(ctx, 3, "training_mode") != 0;
+    Tensor& dx = ctx.allocate_output(0, dy.dtype(), dy.dims());
+    if (!training || ratio == 0) {
+      device_of(ctx).copy_async(dx.raw(), dy.raw(), dy.nbytes());
+      return;
+    }
+    const int64_t n = dy.numel();
+    if (n == 0) return;
+    dispatch_float(dy.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      dropout_grad_kernel<S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
+          n, static_cast<const S*>(dy.raw()), static_cast<const bool*>(mask.raw()), static_cast<S*>(dx.raw()),
+          static_cast<float>(1.0 / (1.0 - ratio)));
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
+  }
+};
+
 template <typename K, typename... Args>
 KernelFactory make(Args... args) {
   return [=](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n, args...); };
@@ -377,6 +514,25 @@ KernelFactory elementwise_kernel(const std::string& op) {
   if (op == "Not") return unary<NotOp, T::kBool>();
   if (op == "Where") return make<WhereKernel>();
   if (op == "Cast") return make<CastKernel>();
+  // Gradients (ai.otter).
+  if (op == "ReluGrad") return make<ActivationGradKernel<ReluGradOp>>(ReluGradOp{});
+  if (op == "SigmoidGrad") return make<ActivationGradKernel<SigmoidGradOp>>(SigmoidGradOp{});
+  if (op == "TanhGrad") return make<ActivationGradKernel<TanhGradOp>>(TanhGradOp{});
+  if (op == "ErfGrad") return make<ActivationGradKernel<ErfGradOp>>(ErfGradOp{});
+  if (op == "SoftplusGrad") return make<ActivationGradKernel<SoftplusGradOp>>(SoftplusGradOp{});
+  if (op == "AbsGrad") return make<ActivationGradKernel<AbsGradOp>>(AbsGradOp{});
+  if (op == "LeakyReluGrad")
+    return [](const Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<ActivationGradKernel<LeakyReluGradOp>>(n, LeakyReluGradOp{n.attr_f("alpha", 0.01f)});
+    };
+  if (op == "GeluGrad")
+    return [](const Node& n) -> std::unique_ptr<Kernel> {
+      const std::string a = n.attr_s("approximate", "none");
+      if (a != "none" && a != "tanh") fail(n.describe(), ": attribute 'approximate' must be 'none' or 'tanh'");
+      return std::make_unique<ActivationGradKernel<GeluGradOp>>(n, GeluGradOp{a == "tanh"});
+    };
+  if (op == "ClipGrad") return make<ClipGradKernel>();
+  if (op == "DropoutGrad") return make<DropoutGradKernel>();
   fail("elementwise_kernel: no CUDA kernel for ", op);
 }
 

@@ -1,8 +1,9 @@
 // CUDA kernels for normalisation, softmax, dropout and the classification losses:
 // BatchNormalization (training statistics and inference), LayerNormalization, Softmax, LogSoftmax,
 // Dropout (Philox4x32-10, deterministic per seed), SoftmaxCrossEntropyLoss and
-// NegativeLogLikelihoodLoss. Half types compute in float; statistics over many elements (batch
-// norm, loss sums) accumulate in double as on the CPU.
+// NegativeLogLikelihoodLoss, and their gradients (SoftmaxGrad, LogSoftmaxGrad, the two loss
+// gradients, BatchNormalizationGrad, LayerNormalizationGrad). Half types compute in float;
+// statistics over many elements (batch norm, loss sums) accumulate in double as on the CPU.
 #include <cmath>
 
 #include "kernels/common/philox.h"
@@ -109,6 +110,24 @@ class SoftmaxKernel : public Kernel {
 
 // ---- LayerNormalization ------------------------------------------------------------------------
 
+// Scale or B of the normalisations as a contiguous row of the normalised shape: `t` itself, or
+// broadcast into scratch when it has fewer elements. `x` is the tensor it scales (for its dtype).
+Tensor row_operand(KernelContext& ctx, const Tensor& t, const Tensor& x, const char* name,
+                   const std::vector<int64_t>& norm_dims) {
+  if (t.dtype() != x.dtype()) ctx.error(str_cat(name, " has type ", t.describe(), ", X ", x.describe()));
+  if (t.dims() == norm_dims) return t;
+  bool ok = t.rank() <= static_cast<int64_t>(norm_dims.size());
+  for (int64_t k = 0; ok && k < t.rank(); ++k) {
+    const int64_t d = t.dims()[k], nd = norm_dims[norm_dims.size() - t.rank() + k];
+    ok = d == nd || d == 1;
+  }
+  if (!ok) ctx.error(str_cat(name, " ", t.describe(), " does not broadcast to the normalised shape ", dims_to_string(norm_dims)));
+  Tensor row = ctx.scratch(t.dtype(), norm_dims);
+  copy_strided(ctx, t.dtype(), row.raw(), contiguous_strides(norm_dims), t.raw(), broadcast_strides(t.dims(), norm_dims),
+               norm_dims);
+  return row;
+}
+
 // One block per row: two passes (mean, then the mean squared deviation), then the normalised
 // row times scale plus bias (scale and bias already of the row's length).
 template <typename S>
@@ -158,8 +177,8 @@ class LayerNormKernel : public Kernel {
     const std::vector<int64_t> norm_dims(x.dims().begin() + axis, x.dims().end());
     const int64_t cols = num_elements(norm_dims);
     const int64_t rows = num_elements(std::vector<int64_t>(x.dims().begin(), x.dims().begin() + axis));
-    const Tensor scale = row_operand(ctx, 1, "Scale", norm_dims);
-    const Tensor bias = ctx.has_input(2) ? row_operand(ctx, 2, "B", norm_dims) : Tensor();
+    const Tensor scale = row_operand(ctx, ctx.input(1), x, "Scale", norm_dims);
+    const Tensor bias = ctx.has_input(2) ? row_operand(ctx, ctx.input(2), x, "B", norm_dims) : Tensor();
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
     std::vector<int64_t> sdims(x.dims().begin(), x.dims().begin() + axis);
     sdims.resize(r, 1);
@@ -176,25 +195,6 @@ class LayerNormKernel : public Kernel {
   }
 
  private:
-  // Scale or B as a contiguous row of the normalised shape (broadcast into scratch when smaller).
-  static Tensor row_operand(KernelContext& ctx, int i, const char* name, const std::vector<int64_t>& norm_dims) {
-    const Tensor& t = ctx.input(i);
-    const Tensor& x = ctx.input(0);
-    if (t.dtype() != x.dtype()) ctx.error(str_cat(name, " has type ", t.describe(), ", X ", x.describe()));
-    if (t.dims() == norm_dims) return t;
-    bool ok = t.rank() <= static_cast<int64_t>(norm_dims.size());
-    for (int64_t k = 0; ok && k < t.rank(); ++k) {
-      const int64_t d = t.dims()[k], nd = norm_dims[norm_dims.size() - t.rank() + k];
-      ok = d == nd || d == 1;
-    }
-    if (!ok)
-      ctx.error(str_cat(name, " ", t.describe(), " does not broadcast to the normalised shape ", dims_to_string(norm_dims)));
-    Tensor row = ctx.scratch(t.dtype(), norm_dims);
-    copy_strided(ctx, t.dtype(), row.raw(), contiguous_strides(norm_dims), t.raw(), broadcast_strides(t.dims(), norm_dims),
-                 norm_dims);
-    return row;
-  }
-
   int64_t axis_;
   float epsilon_;
 };
@@ -559,6 +559,437 @@ class LossKernel : public Kernel {
   ErrorReporter reporter_;
 };
 
+// ---- gradients (ai.otter) ----------------------------------------------------------------------
+
+void check_same(const KernelContext& ctx, int i, const Tensor& ref, const char* what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != ref.dtype() || t.dims() != ref.dims())
+    ctx.error(str_cat(what, " ", t.describe(), " must match dY ", ref.describe()));
+}
+
+// Softmax: dX = Y (dY - sum(dY Y)); LogSoftmax: dX = dY - exp(Y) sum(dY); sums along the axis.
+template <typename S, bool kLog>
+__device__ float softmax_grad_term(const S* dy, const S* y, int64_t k) {
+  return kLog ? load_value(dy[k]) : load_value(dy[k]) * load_value(y[k]);
+}
+template <typename S, bool kLog>
+__device__ S softmax_grad_value(const S* dy, const S* y, int64_t k, float sum) {
+  const float g = load_value(dy[k]), v = load_value(y[k]);
+  return store_value<S>(kLog ? g - expf(v) * sum : v * (g - sum));
+}
+
+// One block per row of d contiguous values.
+template <typename S, bool kLog>
+__global__ void softmax_grad_rows_kernel(int64_t rows, int64_t d, const S* dy, const S* y, S* dx) {
+  OTTER_BLOCK_STRIDE(r, rows) {
+    const int64_t base = r * d;
+    float sum = 0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) sum += softmax_grad_term<S, kLog>(dy, y, base + j);
+    sum = block_reduce(sum, SumOp{}, 0.f);
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dx[base + j] = softmax_grad_value<S, kLog>(dy, y, base + j, sum);
+  }
+}
+
+// One thread per column of a [outer, d, inner] layout with inner > 1.
+template <typename S, bool kLog>
+__global__ void softmax_grad_cols_kernel(int64_t columns, int64_t d, int64_t inner, const S* dy, const S* y, S* dx) {
+  OTTER_GRID_STRIDE(t, columns) {
+    const int64_t base = (t / inner) * d * inner + t % inner;
+    float sum = 0;
+    for (int64_t i = 0; i < d; ++i) sum += softmax_grad_term<S, kLog>(dy, y, base + i * inner);
+    for (int64_t i = 0; i < d; ++i) dx[base + i * inner] = softmax_grad_value<S, kLog>(dy, y, base + i * inner, sum);
+  }
+}
+
+class SoftmaxGradKernel : public Kernel {
+ public:
+  SoftmaxGradKernel(const Node& n, bool log) : log_(log), axis_(n.attr_i("axis", -1)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    check_same(ctx, 1, dy, "Y");
+    const int64_t r = dy.rank();
+    if (axis_ < -r || axis_ >= r) ctx.error(str_cat("axis ", axis_, " is out of range for ", dy.describe()));
+    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= dy.dim(i);
+    for (int64_t i = axis + 1; i < r; ++i) inner *= dy.dim(i);
+    const int64_t d = dy.dim(axis);
+    Tensor& dx = ctx.allocate_output(0, dy.dtype(), dy.dims());
+    if (dy.numel() == 0) return;
+    dispatch_float(dy.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const S* pg = static_cast<const S*>(dy.raw());
+      const S* py = static_cast<const S*>(ctx.input(1).raw());
+      S* po = static_cast<S*>(dx.raw());
+      const cudaStream_t s = stream_of(ctx);
+      if (inner == 1) {
+        if (log_) softmax_grad_rows_kernel<S, true><<<blocks_for(outer), kBlock, 0, s>>>(outer, d, pg, py, po);
+        else softmax_grad_rows_kernel<S, false><<<blocks_for(outer), kBlock, 0, s>>>(outer, d, pg, py, po);
+      } else {
+        const int64_t cols = outer * inner;
+        if (log_) softmax_grad_cols_kernel<S, true><<<grid_for(cols), kBlock, 0, s>>>(cols, d, inner, pg, py, po);
+        else softmax_grad_cols_kernel<S, false><<<grid_for(cols), kBlock, 0, s>>>(cols, d, inner, pg, py, po);
+      }
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
+  }
+
+ private:
+  bool log_;
+  int64_t axis_;
+};
+
+// Per position: the weight it counts with (0 when ignored); labels out of range are reported.
+template <typename S, typename L>
+__global__ void loss_weights_kernel(LossArgs a, const L* labels, const S* weights, double* w) {
+  OTTER_GRID_STRIDE(p, a.positions) {
+    const int64_t l = static_cast<int64_t>(labels[p]);
+    if (a.has_ignore && l == a.ignore) {
+      w[p] = 0;
+    } else if (l < 0 || l >= a.classes) {
+      report_error(a.slot, a.reporter, 1, l, p, a.classes);
+      w[p] = 0;
+    } else {
+      w[p] = weights ? static_cast<double>(load_value(weights[l])) : 1.0;
+    }
+  }
+}
+
+// One block: the sum of the weights, in a fixed order.
+__global__ void sum_kernel(int64_t n, const double* v, double* out) {
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += v[i];
+  s = block_reduce(s, SumOp{}, 0.0);
+  if (threadIdx.x == 0) *out = s;
+}
+
+// One block per position: g = dL (or dL[p]) * w_p (/ the weight sum for mean); SCE writes
+// (softmax - onehot(label)) * g over the classes, NLL -g at the label, zeros elsewhere.
+template <typename S, typename L, bool kSoftmax>
+__global__ void loss_grad_kernel(LossArgs a, const S* dl, bool per_position, const double* wsum, const S* x,
+                                 const L* labels, const double* w, S* dx) {
+  OTTER_BLOCK_STRIDE(p, a.positions) {
+    const int64_t nb = p / a.inner, d = p % a.inner;
+    const S* xs = x + nb * a.classes * a.inner + d;
+    S* gs = dx + nb * a.classes * a.inner + d;
+    const int64_t l = static_cast<int64_t>(labels[p]);
+    const double g = static_cast<double>(load_value(dl[per_position ? p : 0])) * (wsum ? 1.0 / *wsum : 1.0) * w[p];
+    if (w[p] == 0 || !kSoftmax) {  // ignored (or weight 0), or NLL: only the label's class
+      const bool at_label = !kSoftmax && w[p] != 0;
+      for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x)
+        gs[c * a.inner] = store_value<S>(static_cast<float>(at_label && c == l ? -g : 0.0));
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x) mx = fmaxf(mx, load_value(xs[c * a.inner]));
+    mx = block_reduce(mx, MaxF{}, -INFINITY);
+    if (isinf(mx) && mx < 0) mx = 0;
+    double sum = 0;
+    for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x)
+      sum += exp(static_cast<double>(load_value(xs[c * a.inner]) - mx));
+    const double inv = 1.0 / block_reduce(sum, SumOp{}, 0.0);
+    for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x) {
+      const double prob = exp(static_cast<double>(load_value(xs[c * a.inner]) - mx)) * inv;
+      gs[c * a.inner] = store_value<S>(static_cast<float>((prob - (c == l ? 1.0 : 0.0)) * g));
+    }
+  }
+}
+
+// SoftmaxCrossEntropyLossGrad / NegativeLogLikelihoodLossGrad(dL, scores, labels, weights?)
+// {reduction, ignore_index} -> dScores (docs/ops.md).
+class LossGradKernel : public Kernel {
+ public:
+  LossGradKernel(const Node& n, bool softmax)
+      : softmax_(softmax),
+        has_ignore_(n.has_attr("ignore_index")),
+        ignore_(n.attr_i("ignore_index", 0)),
+        reduction_(n.attr_s("reduction", "mean")),
+        reporter_(n, [](const DeviceError& e) {
+          return str_cat("label ", e.a, " at flat position ", e.b, " is out of range [0, ", e.c, ")");
+        }) {
+    if (reduction_ != "none" && reduction_ != "sum" && reduction_ != "mean")
+      fail(n.describe(), ": unknown reduction '", reduction_, "' (none, sum or mean)");
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& dl = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& labels = ctx.input(2);
+    if (x.rank() < 2 || dl.dtype() != x.dtype())
+      ctx.error(str_cat("scores ", x.describe(), " must have rank >= 2 and dL's type ", dl.describe()));
+    if (labels.dtype() != DataType::kInt64 && labels.dtype() != DataType::kInt32)
+      ctx.error(str_cat("labels must be int32 or int64, got ", labels.describe()));
+    const int64_t batch = x.dim(0), classes = x.dim(1);
+    std::vector<int64_t> ldims = {batch};
+    ldims.insert(ldims.end(), x.dims().begin() + 2, x.dims().end());
+    if (labels.dims() != ldims) ctx.error(str_cat("labels ", labels.describe(), " must have shape ", dims_to_string(ldims)));
+    const bool none = reduction_ == "none";
+    if (none ? dl.dims() != ldims : dl.numel() != 1)
+      ctx.error(str_cat("dL ", dl.describe(), " does not match reduction '", reduction_, "'"));
+    if (ctx.has_input(3)) {
+      const Tensor& w = ctx.input(3);
+      if (w.rank() != 1 || w.dim(0) != classes || w.dtype() != x.dtype())
+        ctx.error(str_cat("weights ", w.describe(), " must be [", classes, "] of the scores' type"));
+    }
+    Tensor& dx = ctx.allocate_output(0, x.dtype(), x.dims());
+    const int64_t inner = num_elements(std::vector<int64_t>(x.dims().begin() + 2, x.dims().end()));
+    CudaDevice& dev = device_of(ctx);
+    const LossArgs args{batch * inner, classes, inner, has_ignore_, ignore_, dev.error_slot(), reporter_.id(dev)};
+    if (args.positions == 0 || classes == 0) return;
+    Tensor scratch = ctx.scratch(DataType::kFloat64, {args.positions + 1});
+    double* w = static_cast<double*>(scratch.raw());
+    double* wsum = w + args.positions;
+    const cudaStream_t s = dev.cuda_stream();
+    dispatch_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const S* weights = ctx.has_input(3) ? static_cast<const S*>(ctx.input(3).raw()) : nullptr;
+      auto launch = [&](auto* lab) {
+        using L = std::remove_const_t<std::remove_pointer_t<decltype(lab)>>;
+        loss_weights_kernel<S, L><<<grid_for(args.positions), kBlock, 0, s>>>(args, lab, weights, w);
+        OTTER_CUDA_LAUNCH_CHECK();
+        const bool mean = reduction_ == "mean";
+        if (mean) {
+          sum_kernel<<<1, kBlock, 0, s>>>(args.positions, w, wsum);
+          OTTER_CUDA_LAUNCH_CHECK();
+        }
+        const S* pdl = static_cast<const S*>(dl.raw());
+        const S* px = static_cast<const S*>(x.raw());
+        S* pdx = static_cast<S*>(dx.raw());
+        if (softmax_)
+          loss_grad_kernel<S, L, true><<<blocks_for(args.positions), kBlock, 0, s>>>(args, pdl, none, mean ? wsum : nullptr,
+                                                                                     px, lab, w, pdx);
+        else
+          loss_grad_kernel<S, L, false><<<blocks_for(args.positions), kBlock, 0, s>>>(args, pdl, none, mean ? wsum : nullptr,
+                                                                                      px, lab, w, pdx);
+        OTTER_CUDA_LAUNCH_CHECK();
+      };
+      if (labels.dtype() == DataType::kInt64) launch(static_cast<const int64_t*>(labels.raw()));
+      else launch(static_cast<const int32_t*>(labels.raw()));
+    });
+  }
+
+ private:
+  bool softmax_;
+  bool has_ignore_;
+  int64_t ignore_;
+  std::string reduction_;
+  ErrorReporter reporter_;
+};
+
+// Per channel: mean, inv = 1/sqrt(var + eps), sum dY, sum dY * xhat (double), and the parameter
+// gradient outputs; stats[4c .. 4c+3] keeps the first four for the dX pass.
+template <typename S>
+__global__ void bn_grad_stats_kernel(int64_t channels, int64_t batch, int64_t spatial, const S* dy, const S* x,
+                                     BnParams p, bool training, double* stats, void* dscale, void* dbias, void* dmean,
+                                     void* dvar) {
+  OTTER_BLOCK_STRIDE(c, channels) {
+    const int64_t count = batch * spatial;
+    auto at = [&](int64_t t) { return ((t / spatial) * channels + c) * spatial + t % spatial; };
+    double mean = load_as_double(p.mean, p.mean_t, c), var = load_as_double(p.var, p.var_t, c);
+    if (training) {
+      double s = 0;
+      for (int64_t t = threadIdx.x; t < count; t += blockDim.x) s += load_value(x[at(t)]);
+      mean = block_reduce(s, SumOp{}, 0.0) / static_cast<double>(count);
+      double ss = 0;
+      for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+        const double dv = load_value(x[at(t)]) - mean;
+        ss += dv * dv;
+      }
+      var = block_reduce(ss, SumOp{}, 0.0) / static_cast<double>(count);
+    }
+    const double inv = 1.0 / sqrt(var + p.eps);
+    double sg = 0, sgx = 0;
+    for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+      const double g = load_value(dy[at(t)]);
+      sg += g;
+      sgx += g * ((load_value(x[at(t)]) - mean) * inv);
+    }
+    sg = block_reduce(sg, SumOp{}, 0.0);
+    sgx = block_reduce(sgx, SumOp{}, 0.0);
+    if (threadIdx.x == 0) {
+      const double scale = load_as_double(p.scale, p.scale_t, c);
+      stats[4 * c] = mean;
+      stats[4 * c + 1] = inv;
+      stats[4 * c + 2] = sg;
+      stats[4 * c + 3] = sgx;
+      if (dscale) store_from_double(dscale, p.scale_t, c, sgx);
+      if (dbias) store_from_double(dbias, p.scale_t, c, sg);
+      if (dmean) store_from_double(dmean, p.mean_t, c, -scale * inv * sg);
+      if (dvar) store_from_double(dvar, p.var_t, c, -0.5 * scale * inv * inv * sgx);
+    }
+  }
+}
+
+// training: dX = scale inv / M (M dY - sum dY - xhat sum(dY xhat)); inference: dX = scale inv dY.
+template <typename S>
+__global__ void bn_grad_dx_kernel(int64_t n, int64_t channels, int64_t spatial, double m, const S* dy, const S* x,
+                                  BnParams p, bool training, const double* stats, S* dx) {
+  OTTER_GRID_STRIDE(i, n) {
+    const int64_t c = (i / spatial) % channels;
+    const double mean = stats[4 * c], inv = stats[4 * c + 1], sg = stats[4 * c + 2], sgx = stats[4 * c + 3];
+    const double k = load_as_double(p.scale, p.scale_t, c) * inv, g = load_value(dy[i]);
+    double v = k * g;
+    if (training) {
+      const double xhat = (load_value(x[i]) - mean) * inv;
+      v = k / m * (m * g - sg - xhat * sgx);
+    }
+    dx[i] = store_value<S>(static_cast<float>(v));
+  }
+}
+
+// BatchNormalizationGrad(dY, X, scale, mean, var) {epsilon, training_mode} -> dX?, dScale?, dB?,
+// dMean?, dVar? (docs/ops.md).
+class BatchNormGradKernel : public Kernel {
+ public:
+  explicit BatchNormGradKernel(const Node& n)
+      : epsilon_(n.attr_f("epsilon", 1e-5f)), training_(n.attr_i("training_mode", 1) != 0) {}
+
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    check_same(ctx, 1, dy, "X");
+    const Tensor& x = ctx.input(1);
+    if (x.rank() < 2) ctx.error(str_cat("X must have rank >= 2, got ", x.describe()));
+    const int64_t batch = x.dim(0), channels = x.dim(1);
+    const int64_t spatial = batch * channels == 0 ? 0 : x.numel() / (batch * channels);
+    for (int i = 2; i < 5; ++i)
+      if (ctx.input(i).numel() != channels || !is_float(ctx.input(i).dtype()))
+        ctx.error(str_cat("input ", i, " ", ctx.input(i).describe(), " must be a float tensor of ", channels, " channels"));
+    const double m = static_cast<double>(batch * spatial);
+    if (training_ && m == 0) ctx.error(str_cat("training-mode statistics need elements per channel, X is ", x.describe()));
+    const BnParams p{ctx.input(2).raw(), nullptr, ctx.input(3).raw(), ctx.input(4).raw(), ctx.input(2).dtype(),
+                     ctx.input(2).dtype(), ctx.input(3).dtype(), ctx.input(4).dtype(), static_cast<double>(epsilon_), 0.0};
+    auto out = [&](int i, int like) -> void* {
+      return ctx.has_output(i) ? ctx.allocate_output(i, ctx.input(like).dtype(), {channels}).raw() : nullptr;
+    };
+    void* dscale = out(1, 2);
+    void* dbias = out(2, 2);
+    void* dmean = out(3, 3);
+    void* dvar = out(4, 4);
+    Tensor* dx = ctx.has_output(0) ? &ctx.allocate_output(0, x.dtype(), x.dims()) : nullptr;
+    if (channels == 0) return;
+    Tensor stats = ctx.scratch(DataType::kFloat64, {4 * channels});
+    double* ps = static_cast<double*>(stats.raw());
+    const cudaStream_t s = stream_of(ctx);
+    dispatch_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const S* pdy = static_cast<const S*>(dy.raw());
+      const S* px = static_cast<const S*>(x.raw());
+      bn_grad_stats_kernel<S><<<blocks_for(channels), kBlock, 0, s>>>(channels, batch, spatial, pdy, px, p, training_, ps,
+                                                                     dscale, dbias, dmean, dvar);
+      OTTER_CUDA_LAUNCH_CHECK();
+      if (!dx || x.numel() == 0) return;
+      bn_grad_dx_kernel<S><<<grid_for(x.numel()), kBlock, 0, s>>>(x.numel(), channels, spatial, m, pdy, px, p, training_,
+                                                                  ps, static_cast<S*>(dx->raw()));
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
+  }
+
+ private:
+  float epsilon_;
+  bool training_;
+};
+
+// One block per row: with g = dY scale and xhat the normalised row,
+// dX = inv (g - mean(g) - xhat mean(g xhat)); the row's mean and inv go to `stats` for the
+// parameter gradients.
+template <typename S>
+__global__ void layer_norm_grad_kernel(int64_t rows, int64_t cols, const S* dy, const S* x, const S* scale, S* dx,
+                                       float* stats, float eps) {
+  OTTER_BLOCK_STRIDE(r, rows) {
+    const S* xr = x + r * cols;
+    const S* gr = dy + r * cols;
+    float s = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += load_value(xr[j]);
+    const float mean = block_reduce(s, SumOp{}, 0.f) / static_cast<float>(cols);
+    float ss = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float dv = load_value(xr[j]) - mean;
+      ss += dv * dv;
+    }
+    const float inv = 1.f / sqrtf(block_reduce(ss, SumOp{}, 0.f) / static_cast<float>(cols) + eps);
+    float sg = 0, sgx = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const float g = load_value(gr[j]) * load_value(scale[j]);
+      sg += g;
+      sgx += g * (load_value(xr[j]) - mean) * inv;
+    }
+    const float mg = block_reduce(sg, SumOp{}, 0.f) / static_cast<float>(cols);
+    const float mgx = block_reduce(sgx, SumOp{}, 0.f) / static_cast<float>(cols);
+    if (dx)
+      for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        const float xhat = (load_value(xr[j]) - mean) * inv;
+        dx[r * cols + j] = store_value<S>(inv * (load_value(gr[j]) * load_value(scale[j]) - mg - xhat * mgx));
+      }
+    if (threadIdx.x == 0) {
+      stats[2 * r] = mean;
+      stats[2 * r + 1] = inv;
+    }
+  }
+}
+
+// One thread per column: dScale = sum over rows of dY xhat, dB = sum of dY (double, in row order).
+template <typename S>
+__global__ void layer_norm_param_grad_kernel(int64_t rows, int64_t cols, const S* dy, const S* x, const float* stats,
+                                             S* dscale, S* dbias) {
+  OTTER_GRID_STRIDE(j, cols) {
+    double sx = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const double g = load_value(dy[r * cols + j]);
+      sx += g * ((load_value(x[r * cols + j]) - stats[2 * r]) * stats[2 * r + 1]);
+      sb += g;
+    }
+    if (dscale) dscale[j] = store_value<S>(static_cast<float>(sx));
+    if (dbias) dbias[j] = store_value<S>(static_cast<float>(sb));
+  }
+}
+
+// LayerNormalizationGrad(dY, X, scale) {axis, epsilon} -> dX?, dScale?, dB? (the last two of the
+// normalised shape X.shape[axis:]).
+class LayerNormGradKernel : public Kernel {
+ public:
+  explicit LayerNormGradKernel(const Node& n) : axis_(n.attr_i("axis", -1)), epsilon_(n.attr_f("epsilon", 1e-5f)) {}
+
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    check_same(ctx, 1, dy, "X");
+    const Tensor& x = ctx.input(1);
+    const int64_t r = x.rank();
+    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+    if (axis < 0 || axis >= r) ctx.error(str_cat("axis ", axis_, " out of range for X ", x.describe()));
+    const std::vector<int64_t> norm_dims(x.dims().begin() + axis, x.dims().end());
+    const int64_t cols = num_elements(norm_dims), rows = cols == 0 ? 0 : x.numel() / cols;
+    const Tensor scale = row_operand(ctx, ctx.input(2), x, "Scale", norm_dims);
+    Tensor* dx = ctx.has_output(0) ? &ctx.allocate_output(0, x.dtype(), x.dims()) : nullptr;
+    Tensor* dscale = ctx.has_output(1) ? &ctx.allocate_output(1, x.dtype(), norm_dims) : nullptr;
+    Tensor* dbias = ctx.has_output(2) ? &ctx.allocate_output(2, x.dtype(), norm_dims) : nullptr;
+    if (cols == 0) return;
+    const cudaStream_t s = stream_of(ctx);
+    if (rows == 0) {  // empty sums
+      for (Tensor* t : {dscale, dbias})
+        if (t) OTTER_CUDA_CHECK(cudaMemsetAsync(t->raw(), 0, t->nbytes(), s));
+      return;
+    }
+    Tensor stats = ctx.scratch(DataType::kFloat32, {2 * rows});
+    dispatch_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      auto ptr = [](Tensor* t) { return t ? static_cast<S*>(t->raw()) : nullptr; };
+      const S* pdy = static_cast<const S*>(dy.raw());
+      const S* px = static_cast<const S*>(x.raw());
+      float* ps = static_cast<float*>(stats.raw());
+      layer_norm_grad_kernel<S><<<blocks_for(rows), kBlock, 0, s>>>(rows, cols, pdy, px, static_cast<const S*>(scale.raw()),
+                                                                   ptr(dx), ps, epsilon_);
+      OTTER_CUDA_LAUNCH_CHECK();
+      if (!dscale && !dbias) return;
+      layer_norm_param_grad_kernel<S><<<grid_for(cols), kBlock, 0, s>>>(rows, cols, pdy, px, ps, ptr(dscale), ptr(dbias));
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
+  }
+
+ private:
+  int64_t axis_;
+  float epsilon_;
+};
+
 }  // namespace
 
 KernelFactory nn_kernel(const std::string& op) {
@@ -573,6 +1004,18 @@ KernelFactory nn_kernel(const std::string& op) {
     return [softmax = op == "SoftmaxCrossEntropyLoss"](const Node& n) -> std::unique_ptr<Kernel> {
       return std::make_unique<LossKernel>(n, softmax);
     };
+  if (op == "SoftmaxGrad" || op == "LogSoftmaxGrad")
+    return [log = op == "LogSoftmaxGrad"](const Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<SoftmaxGradKernel>(n, log);
+    };
+  if (op == "SoftmaxCrossEntropyLossGrad" || op == "NegativeLogLikelihoodLossGrad")
+    return [softmax = op == "SoftmaxCrossEntropyLossGrad"](const Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<LossGradKernel>(n, softmax);
+    };
+  if (op == "BatchNormalizationGrad")
+    return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BatchNormGradKernel>(n); };
+  if (op == "LayerNormalizationGrad")
+    return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<LayerNormGradKernel>(n); };
   fail("nn_kernel: no CUDA kernel for ", op);
 }
 

@@ -1,6 +1,7 @@
 // CUDA pooling kernels: MaxPool (with the Indices output, storage_order, dilations, ceil_mode) and
 // AveragePool (count_include_pad) over 1 to 3 spatial axes, one thread per output element with the
-// same window arithmetic as the CPU kernel; GlobalAveragePool as a reduction.
+// same window arithmetic as the CPU kernel; GlobalAveragePool as a reduction; MaxPoolGrad and
+// AveragePoolGrad gathered per input element over the windows covering it (deterministic).
 #include <cmath>
 
 #include "kernels/common/window.h"
@@ -173,6 +174,115 @@ class GlobalAveragePoolKernel : public Kernel {
   }
 };
 
+// ---- gradients: gathered per input element (each window covering it), so no atomics -----------
+
+// Calls f(o) for the flat output index (within the plane) of every window whose kernel covers
+// input position (i0, i1, i2).
+template <typename F>
+__device__ void for_each_covering_window(const PoolGeometry& g, int64_t i0, int64_t i1, int64_t i2, F&& f) {
+  const int64_t pos[3] = {i0, i1, i2};
+  int64_t o[3][64];  // candidate outputs per axis (kernel extents above 64 are refused on the host)
+  int cnt[3] = {0, 0, 0};
+  for (int j = 0; j < 3; ++j)
+    for (int64_t k = 0; k < g.k[j]; ++k) {
+      const int64_t t = pos[j] + g.pb[j] - k * g.d[j];
+      if (t < 0 || t % g.s[j] != 0 || t / g.s[j] >= g.out[j]) continue;
+      o[j][cnt[j]++] = t / g.s[j];
+    }
+  for (int a = 0; a < cnt[0]; ++a)
+    for (int b = 0; b < cnt[1]; ++b)
+      for (int c = 0; c < cnt[2]; ++c) f((o[0][a] * g.out[1] + o[1][b]) * g.out[2] + o[2][c]);
+}
+
+// dX[i] = sum of dY over the windows whose first maximum (argmax, from the forward kernel) is i.
+template <typename S>
+__global__ void max_pool_grad_kernel(int64_t n, const S* dy, const int64_t* argmax, S* dx, PoolGeometry g) {
+  OTTER_GRID_STRIDE(i, n) {
+    const int64_t pl = i / g.in_plane, ii = i % g.in_plane;
+    const int64_t i2 = ii % g.in[2], i1 = (ii / g.in[2]) % g.in[1], i0 = ii / (g.in[2] * g.in[1]);
+    float sum = 0;
+    for_each_covering_window(g, i0, i1, i2, [&](int64_t o) {
+      const int64_t flat = pl * g.out_plane + o;
+      if (argmax[flat] == i) sum += load_value(dy[flat]);
+    });
+    dx[i] = store_value<S>(sum);
+  }
+}
+
+// dX[i] = sum over the windows covering i of dY / (the window's count of valid, or padded, positions).
+template <typename S>
+__global__ void avg_pool_grad_kernel(int64_t n, const S* dy, S* dx, PoolGeometry g, bool count_include_pad) {
+  OTTER_GRID_STRIDE(i, n) {
+    const int64_t pl = i / g.in_plane, ii = i % g.in_plane;
+    const int64_t i2 = ii % g.in[2], i1 = (ii / g.in[2]) % g.in[1], i0 = ii / (g.in[2] * g.in[1]);
+    float sum = 0;
+    for_each_covering_window(g, i0, i1, i2, [&](int64_t o) {
+      const int64_t o2 = o % g.out[2], o1 = (o / g.out[2]) % g.out[1], o0 = o / (g.out[2] * g.out[1]);
+      const AxisWindow w0 = axis_window(g, 0, o0), w1 = axis_window(g, 1, o1), w2 = axis_window(g, 2, o2);
+      const int64_t cnt = count_include_pad ? w0.padded * w1.padded * w2.padded
+                                            : (w0.hi - w0.lo) * (w1.hi - w1.lo) * (w2.hi - w2.lo);
+      if (cnt > 0) sum += load_value(dy[pl * g.out_plane + o]) / static_cast<float>(cnt);
+    });
+    dx[i] = store_value<S>(sum);
+  }
+}
+
+// MaxPoolGrad(dY, X) / AveragePoolGrad(dY, X) with the forward's attributes.
+class PoolGradKernel : public Kernel {
+ public:
+  PoolGradKernel(const Node& n, bool max)
+      : w_(n, true), max_(max), count_include_pad_(n.attr_i("count_include_pad", 0) != 0) {
+    for (int64_t k : w_.kernel)
+      if (k > 64) fail(n.describe(), ": pooling gradients on CUDA take kernel extents up to 64");
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (x.rank() < 3 || x.rank() > 5 || x.dtype() != dy.dtype())
+      ctx.error(str_cat("X ", x.describe(), " must have 1 to 3 spatial axes and dY's type ", dy.describe()));
+    if (static_cast<int64_t>(w_.kernel.size()) != x.rank() - 2)
+      ctx.error(str_cat("kernel_shape has ", w_.kernel.size(), " values for X ", x.describe()));
+    const std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
+    const window::Geometry g = window::resolve_geometry(ctx, w_, in, w_.kernel);
+    std::vector<int64_t> ydims = {x.dim(0), x.dim(1)};
+    ydims.insert(ydims.end(), g.out.begin(), g.out.end());
+    if (dy.dims() != ydims)
+      ctx.error(str_cat("dY ", dy.describe(), " does not match the ", max_ ? "MaxPool" : "AveragePool",
+                        " output shape ", dims_to_string(ydims)));
+    Tensor& dx = ctx.allocate_output(0, x.dtype(), x.dims());
+    const int64_t n = x.numel();
+    if (n == 0) return;
+    const PoolGeometry pg = pool_geometry(g);
+    const cudaStream_t s = stream_of(ctx);
+    dispatch_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const S* pdy = static_cast<const S*>(dy.raw());
+      S* pdx = static_cast<S*>(dx.raw());
+      if (!max_) {
+        avg_pool_grad_kernel<S><<<grid_for(n), kBlock, 0, s>>>(n, pdy, pdx, pg, count_include_pad_);
+        OTTER_CUDA_LAUNCH_CHECK();
+        return;
+      }
+      // The forward's argmax per output (row-major indices), then the gather.
+      Tensor argmax = ctx.scratch(DataType::kInt64, ydims);
+      Tensor y = ctx.scratch(x.dtype(), ydims);
+      const int64_t m = dy.numel();
+      if (m > 0) {
+        max_pool_kernel<S><<<grid_for(m), kBlock, 0, s>>>(m, static_cast<const S*>(x.raw()), static_cast<S*>(y.raw()),
+                                                          static_cast<int64_t*>(argmax.raw()), pg, false);
+        OTTER_CUDA_LAUNCH_CHECK();
+      }
+      max_pool_grad_kernel<S><<<grid_for(n), kBlock, 0, s>>>(n, pdy, static_cast<const int64_t*>(argmax.raw()), pdx, pg);
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
+  }
+
+ private:
+  window::WindowAttrs w_;
+  bool max_, count_include_pad_;
+};
+
 }  // namespace
 
 KernelFactory pool_kernel(const std::string& op) {
@@ -180,6 +290,10 @@ KernelFactory pool_kernel(const std::string& op) {
     return [max = op == "MaxPool"](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PoolKernel>(n, max); };
   if (op == "GlobalAveragePool")
     return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<GlobalAveragePoolKernel>(n); };
+  if (op == "MaxPoolGrad" || op == "AveragePoolGrad")
+    return [max = op == "MaxPoolGrad"](const Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<PoolGradKernel>(n, max);
+    };
   fail("pool_kernel: no CUDA kernel for ", op);
 }
 

@@ -1,6 +1,8 @@
 // CUDA data-movement kernels: Transpose, Concat, Split, Slice, Expand and Tile as strided copies
 // (one kernel, offsets from two strided indexers), and Gather, Pad, Trilu and ConstantOfShape as
-// their own kernels. They move elements of any dtype by size.
+// their own kernels; they move elements of any dtype by size. The gradients SliceGrad (a strided
+// copy into zeros), GatherGrad and PadGrad (scatter-adds with f32 atomics) take float types.
+#include "kernels/common/indexing.h"
 #include "kernels/common/shape_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -36,26 +38,6 @@ __global__ void gather_kernel(int64_t n, const T* x, const I* idx, T* out, int64
     if (v < 0) v += axis_len;
     out[i] = x[(o * axis_len + v) * inner + j];
   }
-}
-
-enum class PadMode : int { kConstant, kReflect, kEdge, kWrap };
-
-// The input index output position s (relative to the start of the input) reads along an axis of
-// length n, or -1 for the constant.
-__device__ inline int64_t pad_source(PadMode m, int64_t s, int64_t n) {
-  if (s >= 0 && s < n) return s;
-  switch (m) {
-    case PadMode::kConstant: return -1;
-    case PadMode::kEdge: return s < 0 ? 0 : n - 1;
-    case PadMode::kWrap: return ((s % n) + n) % n;
-    case PadMode::kReflect: {
-      if (n == 1) return 0;
-      const int64_t period = 2 * (n - 1);
-      const int64_t m2 = ((s % period) + period) % period;
-      return m2 >= n ? period - m2 : m2;
-    }
-  }
-  return -1;
 }
 
 struct PadGeometry {
@@ -230,11 +212,11 @@ class SliceKernel : public Kernel {
   explicit SliceKernel(const Node&) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const params::Slice p = params::resolve_slice(
+    const params::SliceView p = params::resolve_slice(
         ctx, x.dims(), host_ints(ctx, 1, "starts"), host_ints(ctx, 2, "ends"),
         ctx.has_input(3) ? host_ints(ctx, 3, "axes") : std::vector<int64_t>{},
         ctx.has_input(4) ? host_ints(ctx, 4, "steps") : std::vector<int64_t>{});
-    Tensor& out = ctx.allocate_output(0, x.dtype(), p.dims);
+    Tensor& out = ctx.allocate_output(0, x.dtype(), p.out_dims);
     if (out.numel() == 0) return;
     const std::vector<int64_t> is = contiguous_strides(x.dims());
     std::vector<int64_t> src_strides(is.size());
@@ -243,7 +225,7 @@ class SliceKernel : public Kernel {
       base += p.start[i] * is[i];
       src_strides[i] = p.step[i] * is[i];
     }
-    strided_copy(ctx, x.dtype(), out.raw(), contiguous_strides(p.dims), at_element(x, base), src_strides, p.dims);
+    strided_copy(ctx, x.dtype(), out.raw(), contiguous_strides(p.out_dims), at_element(x, base), src_strides, p.out_dims);
   }
 };
 
@@ -340,15 +322,7 @@ class GatherKernel : public Kernel {
 
 class PadKernel : public Kernel {
  public:
-  explicit PadKernel(const Node& n) {
-    const std::string mode = n.attr_s("mode", "constant");
-    if (mode == "constant") mode_ = PadMode::kConstant;
-    else if (mode == "reflect") mode_ = PadMode::kReflect;
-    else if (mode == "edge") mode_ = PadMode::kEdge;
-    else if (mode == "wrap") mode_ = PadMode::kWrap;
-    else fail(n.describe(), ": unsupported pad mode '", mode, "'");
-    mode_name_ = mode;
-  }
+  explicit PadKernel(const Node& n) : mode_name_(n.attr_s("mode", "constant")), mode_(params::parse_pad_mode(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t r = x.rank();
@@ -399,8 +373,8 @@ class PadKernel : public Kernel {
   }
 
  private:
-  PadMode mode_ = PadMode::kConstant;
   std::string mode_name_;
+  PadMode mode_ = PadMode::kConstant;
 };
 
 class TriluKernel : public Kernel {
@@ -461,6 +435,190 @@ class ConstantOfShapeKernel : public Kernel {
   Tensor value_;
 };
 
+// ---- gradients (ai.otter): zeros of the forward input's shape plus dY where the forward read ---
+
+// acc[(o * n + idx[k]) * inner + j] += dY[(o * ni + k) * inner + j]; atomics, as indices repeat.
+template <typename S, typename I>
+__global__ void gather_grad_kernel(int64_t count, const S* dy, const I* idx, float* acc, int64_t ni, int64_t inner,
+                                   int64_t n, DeviceError* slot, int reporter) {
+  OTTER_GRID_STRIDE(i, count) {
+    const int64_t j = i % inner, t = i / inner, k = t % ni, o = t / ni;
+    int64_t v = static_cast<int64_t>(idx[k]);
+    if (v < -n || v >= n) {
+      report_error(slot, reporter, 1, v, k, n);
+      continue;
+    }
+    if (v < 0) v += n;
+    atomicAdd(acc + (o * n + v) * inner + j, static_cast<float>(load_value(dy[i])));
+  }
+}
+
+// Every output position of Pad adds its dY to the input position it copied (none for the
+// constant); reflect/edge/wrap may fold several onto one, hence atomics.
+template <typename S>
+__global__ void pad_grad_kernel(int64_t count, const S* dy, float* acc, PadGeometry g, PadMode mode) {
+  OTTER_GRID_STRIDE(i, count) {
+    int64_t rem = i, off = 0;
+    bool dropped = false;
+    for (int d = g.rank - 1; d >= 0; --d) {
+      const int64_t o = rem % g.out[d];
+      rem /= g.out[d];
+      const int64_t src = pad_source(mode, o - g.lo[d], g.in[d]);
+      dropped |= src < 0;
+      off += src * g.stride[d];
+    }
+    if (!dropped) atomicAdd(acc + off, static_cast<float>(load_value(dy[i])));
+  }
+}
+
+// Zeros of the shape in input 1, of dY's type.
+Tensor& zero_output(KernelContext& ctx) {
+  const std::vector<int64_t> dims = host_ints(ctx, 1, "shape");
+  for (int64_t d : dims)
+    if (d < 0) ctx.error(str_cat("shape ", dims_to_string(dims), " has a negative entry"));
+  Tensor& out = ctx.allocate_output(0, ctx.input(0).dtype(), dims);
+  if (out.nbytes()) OTTER_CUDA_CHECK(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream_of(ctx)));
+  return out;
+}
+
+void check_dy(const KernelContext& ctx, const std::vector<int64_t>& expected) {
+  if (ctx.input(0).dims() != expected)
+    ctx.error(str_cat("dY ", ctx.input(0).describe(), " does not match the forward output shape ",
+                      dims_to_string(expected)));
+}
+
+// Runs scatter(acc) with an f32 accumulator over dx's elements (zeroed): dx itself when it is f32,
+// else scratch converted into dx afterwards (half types do not accumulate in half).
+template <typename F>
+void scatter_add_f32(KernelContext& ctx, Tensor& dx, F&& scatter) {
+  if (dx.dtype() == DataType::kFloat32) return scatter(static_cast<float*>(dx.raw()));
+  Tensor acc = ctx.scratch(DataType::kFloat32, dx.dims());
+  if (acc.nbytes()) OTTER_CUDA_CHECK(cudaMemsetAsync(acc.raw(), 0, acc.nbytes(), stream_of(ctx)));
+  scatter(static_cast<float*>(acc.raw()));
+  cast_tensor(ctx, acc, dx);
+}
+
+// SliceGrad(dY, shape, starts, ends, axes?, steps?): dY written into the strided view Slice read.
+class SliceGradKernel : public Kernel {
+ public:
+  explicit SliceGradKernel(const Node&) {}
+  void run(KernelContext& ctx) override {
+    Tensor& dx = zero_output(ctx);
+    const params::SliceView v = params::resolve_slice(
+        ctx, dx.dims(), host_ints(ctx, 2, "starts"), host_ints(ctx, 3, "ends"),
+        ctx.has_input(4) ? host_ints(ctx, 4, "axes") : std::vector<int64_t>{},
+        ctx.has_input(5) ? host_ints(ctx, 5, "steps") : std::vector<int64_t>{});
+    check_dy(ctx, v.out_dims);
+    const std::vector<int64_t> is = contiguous_strides(dx.dims());
+    std::vector<int64_t> dst_strides(is.size());
+    int64_t base = 0;
+    for (size_t i = 0; i < is.size(); ++i) {
+      base += v.start[i] * is[i];
+      dst_strides[i] = v.step[i] * is[i];
+    }
+    const Tensor& dy = ctx.input(0);
+    if (dy.numel() == 0) return;
+    strided_copy(ctx, dy.dtype(), at_element(dx, base), dst_strides, dy.raw(), contiguous_strides(v.out_dims), v.out_dims);
+  }
+};
+
+// GatherGrad(dY, shape, indices) {axis}: dX[o, indices[k], i] += dY[o, k, i], a scatter-add.
+class GatherGradKernel : public Kernel {
+ public:
+  explicit GatherGradKernel(const Node& n)
+      : axis_(n.attr_i("axis", 0)),
+        reporter_(n, [](const DeviceError& e) {
+          return str_cat("index ", e.a, " (indices element ", e.b, ") is out of range for an axis of size ", e.c);
+        }) {}
+  void run(KernelContext& ctx) override {
+    Tensor& dx = zero_output(ctx);
+    const Tensor& dy = ctx.input(0);
+    const Tensor& idx = ctx.input(2);
+    const int64_t r = dx.rank();
+    if (r == 0) ctx.error("shape must have rank >= 1");
+    if (idx.dtype() != DataType::kInt64 && idx.dtype() != DataType::kInt32)
+      ctx.error(str_cat("indices must be int64 or int32, got ", idx.describe()));
+    const int64_t a = params::normalize_axis(ctx, axis_, r);
+    std::vector<int64_t> yd(dx.dims().begin(), dx.dims().begin() + a);
+    yd.insert(yd.end(), idx.dims().begin(), idx.dims().end());
+    yd.insert(yd.end(), dx.dims().begin() + a + 1, dx.dims().end());
+    check_dy(ctx, yd);
+    int64_t inner = 1;
+    for (int64_t k = a + 1; k < r; ++k) inner *= dx.dims()[k];
+    const int64_t count = dy.numel();
+    if (count == 0) return;
+    CudaDevice& dev = device_of(ctx);
+    const int rep = reporter_.id(dev);
+    dispatch_float(dy.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      scatter_add_f32(ctx, dx, [&](float* acc) {
+        auto launch = [&](auto* ip) {
+          using I = std::remove_const_t<std::remove_pointer_t<decltype(ip)>>;
+          gather_grad_kernel<S, I><<<grid_for(count), kBlock, 0, dev.cuda_stream()>>>(
+              count, static_cast<const S*>(dy.raw()), ip, acc, idx.numel(), inner, dx.dims()[a], dev.error_slot(), rep);
+          OTTER_CUDA_LAUNCH_CHECK();
+        };
+        if (idx.dtype() == DataType::kInt64) launch(static_cast<const int64_t*>(idx.raw()));
+        else launch(static_cast<const int32_t*>(idx.raw()));
+      });
+    });
+  }
+
+ private:
+  int64_t axis_;
+  ErrorReporter reporter_;
+};
+
+// PadGrad(dY, shape, pads, axes?) {mode}: the sum of dY over the output positions that copied each
+// input position.
+class PadGradKernel : public Kernel {
+ public:
+  explicit PadGradKernel(const Node& n) : mode_(params::parse_pad_mode(n)) {}
+  void run(KernelContext& ctx) override {
+    Tensor& dx = zero_output(ctx);
+    const Tensor& dy = ctx.input(0);
+    const int64_t r = dx.rank();
+    if (r > kMaxDims) ctx.error(str_cat("PadGrad on CUDA takes at most ", kMaxDims, " dims, got ", dx.describe()));
+    const std::vector<int64_t> pads = host_ints(ctx, 2, "pads");
+    std::vector<int64_t> axes;
+    if (ctx.has_input(3)) {
+      for (int64_t a : host_ints(ctx, 3, "axes")) axes.push_back(params::normalize_axis(ctx, a, r));
+    } else {
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    }
+    const size_t na = axes.size();
+    if (pads.size() != 2 * na)
+      ctx.error(str_cat("pads ", dims_to_string(pads), " must have 2 entries per padded axis (", na, ")"));
+    PadGeometry g{};
+    g.rank = static_cast<int>(r);
+    std::vector<int64_t> od = dx.dims();
+    const std::vector<int64_t> is = contiguous_strides(dx.dims());
+    for (size_t i = 0; i < na; ++i) {
+      g.lo[axes[i]] = pads[i];
+      od[axes[i]] = dx.dims()[axes[i]] + pads[i] + pads[i + na];
+    }
+    for (int64_t i = 0; i < r; ++i) {
+      g.in[i] = dx.dims()[i];
+      g.out[i] = od[i];
+      g.stride[i] = is[i];
+    }
+    check_dy(ctx, od);
+    const int64_t count = dy.numel();
+    if (count == 0 || dx.numel() == 0) return;
+    dispatch_float(dy.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      scatter_add_f32(ctx, dx, [&](float* acc) {
+        pad_grad_kernel<S><<<grid_for(count), kBlock, 0, stream_of(ctx)>>>(count, static_cast<const S*>(dy.raw()), acc, g,
+                                                                           mode_);
+        OTTER_CUDA_LAUNCH_CHECK();
+      });
+    });
+  }
+
+ private:
+  PadMode mode_;
+};
+
 template <typename K>
 KernelFactory make() {
   return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n); };
@@ -479,6 +637,9 @@ KernelFactory shape_kernel(const std::string& op) {
   if (op == "Pad") return make<PadKernel>();
   if (op == "Trilu") return make<TriluKernel>();
   if (op == "ConstantOfShape") return make<ConstantOfShapeKernel>();
+  if (op == "SliceGrad") return make<SliceGradKernel>();
+  if (op == "GatherGrad") return make<GatherGradKernel>();
+  if (op == "PadGrad") return make<PadGradKernel>();
   fail("shape_kernel: no CUDA kernel for ", op);
 }
 

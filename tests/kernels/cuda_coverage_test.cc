@@ -1,11 +1,12 @@
-// Every node of the shipped models' graphs, through the training pipeline, has a CUDA kernel: a
-// registry query (check_kernels), so it runs without a GPU.
+// Every node of the shipped models' training and evaluation graphs has a CUDA kernel: a registry
+// query (check_kernels), so it runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "graph/onnx_io.h"
 #include "passes/pass_manager.h"
+#include "passes/pipelines.h"
 #include "runtime/constant_eval.h"
 #include "runtime/executor.h"
 
@@ -38,12 +39,32 @@ std::string joined(const std::vector<std::string>& v) {
 
 class CudaCoverage : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CudaCoverage, EveryNodeOfTheLossGraphHasACudaKernel) {
+// The training pipeline with every optional part on: accumulation (GemmAccumulate and
+// AccumulateGrad), clipping (GlobalNormSq), each optimizer, a schedule.
+TEST_P(CudaCoverage, EveryNodeOfTheTrainingGraphHasACudaKernel) {
 #ifndef OTTER_HAVE_CUDA
   GTEST_SKIP() << "no CUDA device: this build of otter has no CUDA backend";
 #endif
-  auto g = through_pipeline(GetParam(), "canonicalize,add-loss{type=ce}");
-  ASSERT_GT(g->nodes().size(), 0u);
+  for (const char* optimizer : {"adamw", "adam", "momentum", "sgd"}) {
+    TrainingPipelineOptions o;
+    o.accum = 2;
+    o.optimizer.type = optimizer;
+    o.optimizer.clip_norm = 1;
+    o.optimizer.schedule = "cosine";
+    o.optimizer.total = 10;
+    const std::string pipeline = training_pipeline(o);
+    auto g = through_pipeline(GetParam(), pipeline);
+    ASSERT_GT(g->nodes().size(), 0u);
+    const auto missing = check_kernels(*g, DeviceType::kCuda);
+    EXPECT_TRUE(missing.empty()) << GetParam() << " through " << pipeline << ":" << joined(missing);
+  }
+}
+
+TEST_P(CudaCoverage, EveryNodeOfTheEvalGraphHasACudaKernel) {
+#ifndef OTTER_HAVE_CUDA
+  GTEST_SKIP() << "no CUDA device: this build of otter has no CUDA backend";
+#endif
+  auto g = through_pipeline(GetParam(), eval_pipeline(TrainingPipelineOptions{}));
   const auto missing = check_kernels(*g, DeviceType::kCuda);
   EXPECT_TRUE(missing.empty()) << GetParam() << ":" << joined(missing);
 }

@@ -394,10 +394,74 @@ std::vector<Case> train_cases() {
   return cs;
 }
 
+std::vector<Case> grad_cases() {
+  std::vector<Case> cs;
+  auto grad = [&](std::string label, std::string op, std::vector<In> ins, std::map<std::string, Attribute> attrs = {},
+                  int outputs = 1) {
+    cs.push_back(train_op(std::move(label), std::move(op), std::move(ins), kF, std::move(attrs), outputs));
+  };
+  grad("ReluGrad_plain", "ReluGrad", {T({3, 5, 7}), T({3, 5, 7})});
+  grad("LeakyReluGrad_alpha", "LeakyReluGrad", {T({4, 9}), T({4, 9})}, {{"alpha", 0.2f}});
+  grad("SigmoidGrad_plain", "SigmoidGrad", {T({4, 9}), Tu({4, 9}, 0, 1)});
+  grad("TanhGrad_plain", "TanhGrad", {T({4, 9}), Tu({4, 9}, -1, 1)});
+  grad("GeluGrad_exact", "GeluGrad", {T({4, 9}), Tu({4, 9}, -5, 5)});
+  grad("GeluGrad_tanh", "GeluGrad", {T({4, 9}), Tu({4, 9}, -5, 5)}, {{"approximate", "tanh"}});
+  grad("ErfGrad_plain", "ErfGrad", {T({4, 9}), Tu({4, 9}, -3, 3)});
+  grad("SoftplusGrad_plain", "SoftplusGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
+  grad("AbsGrad_with_zeros", "AbsGrad", {T({5}), Tv({5}, {-2, 0, 3, 0, -1})});
+  grad("ClipGrad_all_outputs", "ClipGrad", {T({4, 50}), Tu({4, 50}, -8, 8), Tv({}, {-3}), Tv({}, {5})}, {}, 3);
+  grad("ClipGrad_min_only", "ClipGrad", {T({300}), Tu({300}, -8, 8), Tv({}, {-1})}, {}, 2);
+  grad("DropoutGrad_training", "DropoutGrad", {T({6, 7}), of(BOOL, {6, 7}), scalar(F32, 0.25), scalar(BOOL, 1)});
+  grad("DropoutGrad_inference", "DropoutGrad", {T({6, 7}), of(BOOL, {6, 7}), scalar(F32, 0.25), scalar(BOOL, 0)});
+  grad("SoftmaxGrad_last_axis", "SoftmaxGrad", {T({5, 37}), Tu({5, 37}, 0, 1)});
+  grad("SoftmaxGrad_inner_axis", "SoftmaxGrad", {T({2, 7, 3}), Tu({2, 7, 3}, 0, 1)}, {{"axis", int64_t{1}}});
+  grad("LogSoftmaxGrad_last_axis", "LogSoftmaxGrad", {T({5, 37}), Tu({5, 37}, -6, 0)});
+  grad("LogSoftmaxGrad_inner_axis", "LogSoftmaxGrad", {T({2, 7, 3}), Tu({2, 7, 3}, -6, 0)}, {{"axis", int64_t{1}}});
+  const In labels = vals(I64, {6}, {0, 4, 2, 1, 2, 3});
+  for (const char* red : {"none", "sum", "mean"}) {
+    const In dl = std::string(red) == "none" ? T({6}) : Tv({}, {1.3});
+    grad(str_cat("SoftmaxCrossEntropyLossGrad_", red), "SoftmaxCrossEntropyLossGrad",
+         {dl, Tu({6, 5}, -4, 4), labels, Tu({5}, 0.5, 1.5)}, {{"reduction", red}, {"ignore_index", int64_t{2}}});
+    grad(str_cat("NegativeLogLikelihoodLossGrad_", red), "NegativeLogLikelihoodLossGrad",
+         {dl, Tu({6, 5}, -4, 0), labels}, {{"reduction", red}});
+  }
+  grad("SoftmaxCrossEntropyLossGrad_spatial", "SoftmaxCrossEntropyLossGrad",
+       {Tv({}, {1}), T({2, 5, 3}), vals(I32, {2, 3}, {0, 4, 1, 3, 3, 2})});
+  grad("BatchNormalizationGrad_training", "BatchNormalizationGrad",
+       {T({4, 3, 5, 5}), T({4, 3, 5, 5}), T({3}), T({3}), Tu({3}, 0.5, 2)}, {{"training_mode", int64_t{1}}}, 3);
+  grad("BatchNormalizationGrad_inference", "BatchNormalizationGrad",
+       {T({2, 4, 3}), T({2, 4, 3}), T({4}), T({4}), Tu({4}, 0.5, 2)}, {{"training_mode", int64_t{0}}, {"epsilon", 1e-3f}}, 5);
+  grad("LayerNormalizationGrad_last_axis", "LayerNormalizationGrad", {T({6, 77}), T({6, 77}), T({77})}, {}, 3);
+  grad("LayerNormalizationGrad_axis1_broadcast", "LayerNormalizationGrad", {T({3, 4, 5}), T({3, 4, 5}), T({1, 5})},
+       {{"axis", int64_t{1}}}, 3);
+  grad("ConvGrad_stride_pad", "ConvGrad", {T({2, 4, 5, 5}), T({2, 3, 9, 9}), T({4, 3, 3, 3})},
+       {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, 3);
+  grad("ConvGrad_depthwise", "ConvGrad", {T({2, 6, 8, 8}), T({2, 3, 8, 8}), T({6, 1, 3, 3})},
+       {{"group", int64_t{3}}, {"pads", Ints{1, 1, 1, 1}}}, 3);
+  grad("ConvGrad_1d_dilated", "ConvGrad", {T({2, 5, 8}), T({2, 4, 10}), T({5, 4, 2})}, {{"dilations", Ints{2}}}, 3);
+  grad("MaxPoolGrad_pad_stride", "MaxPoolGrad", {T({2, 3, 5, 5}), T({2, 3, 9, 9})},
+       {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}});
+  grad("MaxPoolGrad_ceil_dilated", "MaxPoolGrad", {T({1, 2, 4, 3}), T({1, 2, 10, 7})},
+       {{"kernel_shape", Ints{2, 3}}, {"strides", Ints{3, 2}}, {"dilations", Ints{2, 1}}, {"ceil_mode", int64_t{1}}});
+  grad("AveragePoolGrad_exclude_pad", "AveragePoolGrad", {T({2, 3, 4, 4}), T({2, 3, 7, 7})},
+       {{"kernel_shape", Ints{3, 3}}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}});
+  grad("AveragePoolGrad_include_pad_ceil", "AveragePoolGrad", {T({1, 2, 4, 3}), T({1, 2, 6, 5})},
+       {{"kernel_shape", Ints{3, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"count_include_pad", int64_t{1}},
+        {"ceil_mode", int64_t{1}}, {"strides", Ints{2, 2}}});
+  grad("SliceGrad_steps", "SliceGrad", {T({4, 3}), ints({10, 6}), ints({1, -1}), ints({8, -7}), ints({0, 1}), ints({2, -2})});
+  grad("GatherGrad_repeated", "GatherGrad", {T({2, 3, 4}), ints({5, 4}), vals(I64, {2, 3}, {0, 4, -1, 2, 4, 3})});
+  grad("GatherGrad_axis1_i32", "GatherGrad", {T({3, 4, 2}), ints({3, 6, 2}), vals(I32, {4}, {5, 0, -2, 5})},
+       {{"axis", int64_t{1}}});
+  for (const char* mode : {"constant", "reflect", "edge", "wrap"})
+    grad(str_cat("PadGrad_", mode), "PadGrad", {T({6, 7}), ints({3, 4}), ints({1, 2, 2, 1})}, {{"mode", mode}});
+  return cs;
+}
+
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> all;
-    for (auto* family : {elementwise_cases, reduce_cases, shape_cases, matmul_cases, conv_pool_cases, nn_cases, train_cases})
+    for (auto* family : {elementwise_cases, reduce_cases, shape_cases, matmul_cases, conv_pool_cases, nn_cases,
+                         grad_cases, train_cases})
       for (Case& c : family()) all.push_back(std::move(c));
     for (Case& c : all)
       if (c.types.empty()) c.types = {F32};  // cases whose types are all fixed run once

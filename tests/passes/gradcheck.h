@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <random>
@@ -22,18 +23,21 @@ namespace otter::testing {
 
 struct GradCheck {
   std::string op;
-  std::string domain;
-  std::vector<std::vector<int64_t>> shapes;  // one per input (ignored where `fixed` gives a tensor)
-  std::map<int, Tensor> fixed;               // inputs given as constants (indices, shapes, axes, ...)
-  std::map<std::string, Attribute> attrs;
+  std::string domain = {};
+  std::vector<std::vector<int64_t>> shapes = {};  // one per input (ignored where `fixed` gives a tensor)
+  std::map<int, Tensor> fixed = {};               // inputs given as constants (indices, shapes, axes, ...)
+  std::map<std::string, Attribute> attrs = {};
   int num_outputs = 1;
-  std::vector<int> checked_outputs;  // outputs the loss reads (default: every float output)
+  std::vector<int> checked_outputs = {};  // outputs the loss reads (default: every float output)
   int opset = 17;
-  bool symbolic = false;   // first dim of every differentiated input becomes the symbol "N"
-  std::vector<int> no_grad;  // float inputs passed as graph inputs but not differentiated
+  // Symbolic shapes: dimension `sym_axes` of every differentiated input becomes a symbol; sizes that
+  // agree share one symbol ("N" for the first size seen, then "M", "P", "Q", ...).
+  bool symbolic = false;
+  std::vector<int> sym_axes = {0};
+  std::vector<int> no_grad = {};  // float inputs passed as graph inputs but not differentiated
   // Value generator for differentiated input i (default: uniform [-1, 1]); use it to keep away from
   // kinks (Relu at 0, Abs at 0) and domain edges (Log, Sqrt).
-  std::function<double(int input, std::mt19937_64&)> init;
+  std::function<double(int input, std::mt19937_64&)> init = {};
   double eps = 1e-6;
   double tol = 1e-6;  // max |analytic - numeric| / max(1, |numeric|)
   uint64_t seed = 1;
@@ -46,6 +50,14 @@ inline double uniform(std::mt19937_64& rng, double lo, double hi) {
 // Runs the check; returns the worst relative error (also reported through EXPECT).
 inline double check_gradients(const GradCheck& c) {
   std::mt19937_64 rng(c.seed);
+  std::map<int64_t, std::string> symbols;
+  auto symbol_for = [&](int64_t size) {
+    static const char* kNames[] = {"N", "M", "P", "Q", "R", "S"};
+    auto it = symbols.find(size);
+    if (it != symbols.end()) return it->second;
+    std::string name = symbols.size() < 6 ? kNames[symbols.size()] : str_cat("S", symbols.size());
+    return symbols[size] = name;
+  };
   Graph g;
   g.opset_imports[""] = c.opset;
   if (!c.domain.empty()) g.opset_imports[c.domain] = 1;
@@ -65,7 +77,8 @@ inline double check_gradients(const GradCheck& c) {
     double* p = t.data<double>();
     for (int64_t k = 0; k < t.numel(); ++k) p[k] = c.init ? c.init(static_cast<int>(i), rng) : uniform(rng, -1, 1);
     Shape s = Shape::of(c.shapes[i]);
-    if (c.symbolic && s.rank() > 0) s.dims[0] = Dim("N");
+    for (int a : c.symbolic ? c.sym_axes : std::vector<int>{})
+      if (a < s.rank()) s.dims[a] = Dim(symbol_for(c.shapes[i][a]));
     ins.push_back(g.add_input(name, DataType::kFloat64, s));
     feeds[name] = t;
     bool skip = std::find(c.no_grad.begin(), c.no_grad.end(), static_cast<int>(i)) != c.no_grad.end();
@@ -95,19 +108,31 @@ inline double check_gradients(const GradCheck& c) {
   for (int i : read) {
     Value* yi = n->output(i);
     std::string rname = str_cat("r", i);
-    Tensor r(DataType::kFloat64, y.at(yi->name()).dims());
-    for (int64_t k = 0; k < r.numel(); ++k) r.data<double>()[k] = uniform(rng, -1, 1);
+    Tensor r64(DataType::kFloat64, y.at(yi->name()).dims());
+    for (int64_t k = 0; k < r64.numel(); ++k) r64.data<double>()[k] = uniform(rng, -1, 1);
+    Tensor r = r64;
+    if (yi->dtype() == DataType::kFloat32) {  // an output of another float type (Cast) reads f32 weights
+      r = Tensor(DataType::kFloat32, r64.dims());
+      for (int64_t k = 0; k < r.numel(); ++k) r.data<float>()[k] = static_cast<float>(r64.data<double>()[k]);
+    }
     feeds[rname] = r;
-    Value* rv = g.add_input(rname, DataType::kFloat64, yi->shape());
+    Value* rv = g.add_input(rname, yi->dtype(), yi->shape());
     Node* m = g.add_node("Mul", {yi, rv}, {str_cat("m", i)});
     infer_node(*m);
     Node* s = g.add_node("ReduceSum", {m->output(0)}, {str_cat("s", i)});
     s->set_attr("keepdims", Attribute(int64_t{0}));
     infer_node(*s);
+    Value* term = s->output(0);
+    if (term->dtype() != DataType::kFloat64) {
+      Node* cast = g.add_node("Cast", {term}, {str_cat("s", i, ".f64")});
+      cast->set_attr("to", Attribute(int64_t{dtype_to_onnx(DataType::kFloat64)}));
+      infer_node(*cast);
+      term = cast->output(0);
+    }
     if (!loss) {
-      loss = s->output(0);
+      loss = term;
     } else {
-      Node* a = g.add_node("Add", {loss, s->output(0)}, {str_cat("acc", i)});
+      Node* a = g.add_node("Add", {loss, term}, {str_cat("acc", i)});
       infer_node(*a);
       loss = a->output(0);
     }
@@ -119,6 +144,7 @@ inline double check_gradients(const GradCheck& c) {
   AutodiffOptions ao;
   ao.wrt = wrt;
   AutodiffResult ar = autodiff(g, ao);
+  if (std::getenv("OTTER_GRADCHECK_PRINT")) std::cout << graph_to_string(g);
   std::vector<std::string> problems = verify_graph(g);
   EXPECT_TRUE(problems.empty()) << (problems.empty() ? "" : problems[0]) << "\n" << graph_to_string(g);
 

@@ -1,0 +1,200 @@
+// CPU kernels of the convolution and pooling gradients (ai.otter ConvGrad, MaxPoolGrad,
+// AveragePoolGrad), on the window geometry, im2col and col2im of kernels/cpu/window.h.
+//
+// ConvGrad works on chunks of B images per group g (B chosen to bound the column buffer):
+//   cols  [kc, B*L] = im2col of the B images side by side      (kc = C/g * kernel size, L = out plane)
+//   dYc   [mg, B*L] = dY of those images for the group's mg output channels
+//   dW_g += dYc * cols^T                      one GEMM per chunk (beta 0 on the first chunk)
+//   dX    = col2im(W_g^T * dYc)               one GEMM per chunk, then col2im per image
+//   dB    = sum of dY over images and positions
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "graph/op_table.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/window.h"
+
+namespace otter {
+namespace {
+
+using namespace cpu;  // window geometry (kernels/cpu/window.h)
+
+constexpr int64_t kColumnBudget = int64_t{1} << 22;  // elements of the column buffer per chunk
+
+void check_grad_input(const KernelContext& ctx, const Tensor& dy, const std::vector<int64_t>& dims, const char* what) {
+  if (dy.dims() != dims)
+    ctx.error(str_cat("dY ", dy.describe(), " does not match the ", what, " output shape ", dims_to_string(dims)));
+}
+
+class ConvGradKernel : public Kernel {
+ public:
+  explicit ConvGradKernel(const Node& n) : w_(n, false), group_(n.attr_i("group", 1)) {
+    if (group_ <= 0) fail(n.describe(), ": group must be positive");
+  }
+
+  void run(KernelContext& ctx) override {
+    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& w = ctx.input(2);
+    if (x.rank() < 3 || w.rank() != x.rank() || x.dtype() != dy.dtype() || w.dtype() != dy.dtype())
+      ctx.error(str_cat("X ", x.describe(), " and W ", w.describe(), " must be N-d tensors of dY's type ", dy.describe()));
+    const int64_t batch = x.dim(0), cin = x.dim(1), cout = w.dim(0), cg = w.dim(1);
+    if (cin != cg * group_ || cout % group_ != 0)
+      ctx.error(str_cat("channel mismatch: X ", x.describe(), ", W ", w.describe(), ", group ", group_));
+    std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
+    std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
+    const Geometry g = resolve_geometry(ctx, w_, in, kernel);
+    std::vector<int64_t> ydims = {batch, cout};
+    ydims.insert(ydims.end(), g.out.begin(), g.out.end());
+    check_grad_input(ctx, dy, ydims, "Conv");
+    T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
+    T* dw = ctx.has_output(1) ? ctx.allocate_output(1, w.dtype(), w.dims()).template data<T>() : nullptr;
+    T* db = ctx.has_output(2) ? ctx.allocate_output(2, w.dtype(), {cout}).template data<T>() : nullptr;
+    const int64_t L = g.out_plane, mg = cout / group_, kc = cg * g.k_size;
+    const T* pdy = dy.data<T>();
+    if (db) bias_grad(pdy, db, batch, cout, L);
+    if (dx) std::fill(dx, dx + x.numel(), T(0));
+    if (dw) std::fill(dw, dw + w.numel(), T(0));
+    if ((!dx && !dw) || batch == 0 || L == 0) return;
+    const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(kc * L, 1), 1, batch);
+    T* cols = scratch_.get<T>(static_cast<size_t>(kc * chunk * L + mg * chunk * L));
+    T* dyc = cols + kc * chunk * L;
+    const T* px = x.data<T>();
+    const T* pw = w.data<T>();
+    for (int64_t gi = 0; gi < group_; ++gi) {
+      for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
+        const int64_t nb = std::min(chunk, batch - n0), ld = nb * L;
+        gather_dy(pdy, dyc, n0, nb, gi * mg, mg, cout, L);
+        if (dw) {
+#pragma omp parallel for schedule(static) if (nb > 1 && kc * ld > 32768)
+          for (int64_t b = 0; b < nb; ++b)
+            im2col(g, px + ((n0 + b) * cin + gi * cg) * g.in_plane, cg, cols + b * L, nb == 1, ld);
+          cpu::gemm<T>(false, true, mg, kc, ld, T(1), dyc, ld, cols, ld, T(1), dw + gi * mg * kc, kc);
+        }
+        if (dx) {
+          cpu::gemm<T>(true, false, kc, ld, mg, T(1), pw + gi * mg * kc, kc, dyc, ld, T(0), cols, ld);
+#pragma omp parallel for schedule(static) if (nb > 1 && kc * ld > 32768)
+          for (int64_t b = 0; b < nb; ++b)
+            col2im_add(g, cols + b * L, cg, dx + ((n0 + b) * cin + gi * cg) * g.in_plane, nb == 1, ld);
+        }
+      }
+    }
+  }
+
+  // dYc[m, b*L + l] = dY[n0 + b, m0 + m, l].
+  template <typename T>
+  static void gather_dy(const T* dy, T* dyc, int64_t n0, int64_t nb, int64_t m0, int64_t mg, int64_t cout,
+                        int64_t L) {
+    for (int64_t m = 0; m < mg; ++m)
+      for (int64_t b = 0; b < nb; ++b)
+        std::memcpy(dyc + (m * nb + b) * L, dy + ((n0 + b) * cout + m0 + m) * L, L * sizeof(T));
+  }
+
+  template <typename T>
+  static void bias_grad(const T* dy, T* db, int64_t batch, int64_t cout, int64_t L) {
+#pragma omp parallel for schedule(static) if (batch * cout * L > 32768)
+    for (int64_t m = 0; m < cout; ++m) {
+      double s = 0;
+      for (int64_t n = 0; n < batch; ++n) {
+        const T* p = dy + (n * cout + m) * L;
+        for (int64_t l = 0; l < L; ++l) s += p[l];
+      }
+      db[m] = static_cast<T>(s);
+    }
+  }
+
+  WindowAttrs w_;
+  int64_t group_;
+  Scratch scratch_;
+};
+
+// MaxPoolGrad(dY, X) and AveragePoolGrad(dY, X) with the forward's attributes: per plane, each
+// output's gradient goes to its window's first maximum (the forward's argmax, NaN included) or is
+// spread over the window's counted positions.
+class PoolGradKernel : public Kernel {
+ public:
+  PoolGradKernel(const Node& n, bool max)
+      : w_(n, true), max_(max), count_include_pad_(n.attr_i("count_include_pad", 0) != 0) {}
+
+  void run(KernelContext& ctx) override {
+    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor& dy = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    if (x.rank() < 3 || x.rank() > 5 || x.dtype() != dy.dtype())
+      ctx.error(str_cat("X ", x.describe(), " must have 1 to 3 spatial axes and dY's type ", dy.describe()));
+    if (static_cast<int64_t>(w_.kernel.size()) != x.rank() - 2)
+      ctx.error(str_cat("kernel_shape has ", w_.kernel.size(), " values for X ", x.describe()));
+    std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
+    const Geometry g = resolve_geometry(ctx, w_, in, w_.kernel);
+    std::vector<int64_t> ydims = {x.dim(0), x.dim(1)};
+    ydims.insert(ydims.end(), g.out.begin(), g.out.end());
+    check_grad_input(ctx, dy, ydims, max_ ? "MaxPool" : "AveragePool");
+    Tensor& dxt = ctx.allocate_output(0, x.dtype(), x.dims());
+    T* dx = dxt.data<T>();
+    std::fill(dx, dx + x.numel(), T(0));
+    const int64_t planes = x.dim(0) * x.dim(1);
+    if (planes == 0 || g.out_plane == 0) return;
+    const Pool3 p = make_pool3(g);
+    const T* px = x.data<T>();
+    const T* pdy = dy.data<T>();
+#pragma omp parallel for schedule(static) if (planes * g.out_plane * g.k_size > 32768)
+    for (int64_t pl = 0; pl < planes; ++pl) {
+      const T* xp = px + pl * g.in_plane;
+      const T* gp = pdy + pl * g.out_plane;
+      T* dp = dx + pl * g.in_plane;
+      for_each_pool_window(p, [&](int64_t oi, const PoolWindow& win) {
+        if (max_) {
+          int64_t best_i = -1;
+          T best = -std::numeric_limits<T>::infinity();
+          for_each_window_input(p, win, [&](int64_t i) {
+            const T v = xp[i];
+            if ((v > best || v != v) && !(v != v && best != best)) {
+              best = v;
+              best_i = i;
+            }
+          });
+          if (best_i >= 0) dp[best_i] += gp[oi];
+          return;
+        }
+        const int64_t cnt = count_include_pad_ ? win.padded(p) : win.valid();
+        if (cnt == 0) return;
+        const T share = gp[oi] / static_cast<T>(cnt);
+        for_each_window_input(p, win, [&](int64_t i) { dp[i] += share; });
+      });
+    }
+  }
+
+  WindowAttrs w_;
+  bool max_, count_include_pad_;
+};
+
+}  // namespace
+
+void register_cpu_conv_grad_kernels(KernelRegistry& r) {
+  const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
+  r.add({kOtterDomain, "ConvGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr,
+         [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvGradKernel>(n); }});
+  r.add({kOtterDomain, "MaxPoolGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr,
+         [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PoolGradKernel>(n, true); }});
+  r.add({kOtterDomain, "AveragePoolGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr,
+         [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PoolGradKernel>(n, false); }});
+}
+
+}  // namespace otter

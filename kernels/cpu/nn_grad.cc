@@ -1,0 +1,385 @@
+// CPU kernels of the normalisation, softmax and loss gradients (ai.otter SoftmaxGrad,
+// LogSoftmaxGrad, SoftmaxCrossEntropyLossGrad, NegativeLogLikelihoodLossGrad,
+// BatchNormalizationGrad, LayerNormalizationGrad). Reductions accumulate in double; templated on
+// the element type.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "graph/op_table.h"
+#include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dispatch.h"
+
+namespace otter {
+namespace {
+
+constexpr int64_t kParallelWork = 32768;
+
+void check_same(const KernelContext& ctx, int i, const Tensor& ref, const char* what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != ref.dtype() || t.dims() != ref.dims())
+    ctx.error(str_cat(what, " ", t.describe(), " must match dY ", ref.describe()));
+}
+
+// [outer, d, inner] view of a tensor around `axis`.
+struct AxisView {
+  int64_t outer = 1, d = 1, inner = 1;
+};
+AxisView axis_view(const KernelContext& ctx, const Tensor& t, int64_t axis) {
+  const int64_t r = t.rank();
+  if (axis < -r || axis >= r) ctx.error(str_cat("axis ", axis, " is out of range for ", t.describe()));
+  if (axis < 0) axis += r;
+  AxisView v;
+  for (int64_t i = 0; i < axis; ++i) v.outer *= t.dim(i);
+  v.d = t.dim(axis);
+  for (int64_t i = axis + 1; i < r; ++i) v.inner *= t.dim(i);
+  return v;
+}
+
+// ---- SoftmaxGrad / LogSoftmaxGrad ------------------------------------------------------------------
+// Softmax:    dX = Y * (dY - sum(dY * Y))      LogSoftmax: dX = dY - exp(Y) * sum(dY)
+// with the sums along the axis; one column (outer, inner position) at a time.
+class SoftmaxGradKernel : public Kernel {
+ public:
+  SoftmaxGradKernel(const Node& n, bool log) : log_(log), axis_(n.attr_i("axis", -1)) {}
+  void run(KernelContext& ctx) override {
+    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor& dy = ctx.input(0);
+    check_same(ctx, 1, dy, "Y");
+    const AxisView v = axis_view(ctx, dy, axis_);
+    Tensor& dxt = ctx.allocate_output(0, dy.dtype(), dy.dims());
+    const T* pg = dy.data<T>();
+    const T* py = ctx.input(1).data<T>();
+    T* dx = dxt.data<T>();
+    const int64_t d = v.d, in = v.inner;
+#pragma omp parallel for schedule(static) if (dy.numel() > kParallelWork)
+    for (int64_t col = 0; col < v.outer * in; ++col) {
+      const int64_t base = (col / in) * d * in + col % in;
+      double s = 0;
+      for (int64_t i = 0; i < d; ++i) {
+        const int64_t k = base + i * in;
+        s += log_ ? static_cast<double>(pg[k]) : static_cast<double>(pg[k]) * py[k];
+      }
+      const T st = static_cast<T>(s);
+      for (int64_t i = 0; i < d; ++i) {
+        const int64_t k = base + i * in;
+        dx[k] = log_ ? pg[k] - std::exp(py[k]) * st : py[k] * (pg[k] - st);
+      }
+    }
+  }
+
+  bool log_;
+  int64_t axis_;
+};
+
+// ---- SoftmaxCrossEntropyLossGrad / NegativeLogLikelihoodLossGrad ----------------------------------
+// scores/input [N, C, d...], labels [N, d...], weights [C]?, dL a scalar (reduction mean/sum) or
+// [N, d...] (none). Per position p with label l (not ignored) and weight w = weights[l] (or 1):
+//   g_p = dL / sum of the counted weights (mean), dL (sum), dL[p] (none)
+//   SCE:  dX[n, c, d] = (softmax(x)[c] - [c == l]) * w * g_p
+//   NLL:  dX[n, l, d] = -w * g_p, 0 elsewhere
+// Ignored positions get 0.
+class LossGradKernel : public Kernel {
+ public:
+  LossGradKernel(const Node& n, bool softmax)
+      : softmax_(softmax), has_ignore_(n.has_attr("ignore_index")), ignore_(n.attr_i("ignore_index", 0)),
+        reduction_(n.attr_s("reduction", "mean")) {
+    if (reduction_ != "none" && reduction_ != "sum" && reduction_ != "mean")
+      fail(n.describe(), ": unknown reduction '", reduction_, "' (none, sum or mean)");
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& labels = ctx.input(2);
+    OTTER_DISPATCH_FLOAT(ctx.input(1).dtype(), T, [&] {
+      if (labels.dtype() == DataType::kInt64) compute<T, int64_t>(ctx);
+      else if (labels.dtype() == DataType::kInt32) compute<T, int32_t>(ctx);
+      else ctx.error(str_cat("labels must be int32 or int64, got ", labels.describe()));
+    });
+  }
+
+ private:
+  template <typename T, typename L>
+  void compute(KernelContext& ctx) {
+    const Tensor& dl = ctx.input(0);
+    const Tensor& x = ctx.input(1);
+    const Tensor& labels = ctx.input(2);
+    if (x.rank() < 2 || dl.dtype() != x.dtype())
+      ctx.error(str_cat("scores ", x.describe(), " must have rank >= 2 and dL's type ", dl.describe()));
+    const int64_t batch = x.dim(0), classes = x.dim(1);
+    std::vector<int64_t> ldims = {batch};
+    ldims.insert(ldims.end(), x.dims().begin() + 2, x.dims().end());
+    if (labels.dims() != ldims)
+      ctx.error(str_cat("labels ", labels.describe(), " must have shape ", dims_to_string(ldims)));
+    const bool none = reduction_ == "none";
+    if (none ? dl.dims() != ldims : dl.numel() != 1)
+      ctx.error(str_cat("dL ", dl.describe(), " does not match reduction '", reduction_, "'"));
+    const T* pw = nullptr;
+    if (ctx.has_input(3)) {
+      const Tensor& w = ctx.input(3);
+      if (w.rank() != 1 || w.dim(0) != classes || w.dtype() != x.dtype())
+        ctx.error(str_cat("weights ", w.describe(), " must be [", classes, "] of the scores' type"));
+      pw = w.data<T>();
+    }
+    const int64_t inner = batch * classes == 0 ? 0 : x.numel() / (batch * classes);
+    const int64_t positions = batch * inner;
+    const L* pl = labels.data<L>();
+    auto counted = [&](int64_t p) { return !(has_ignore_ && static_cast<int64_t>(pl[p]) == ignore_); };
+    double wsum = 0;
+    for (int64_t p = 0; p < positions; ++p) {
+      if (!counted(p)) continue;
+      const int64_t l = static_cast<int64_t>(pl[p]);
+      if (l < 0 || l >= classes)
+        ctx.error(str_cat("label ", l, " at flat position ", p, " is out of range [0, ", classes, ")"));
+      wsum += pw ? static_cast<double>(pw[l]) : 1.0;
+    }
+    const T* pdl = dl.data<T>();
+    const double scale = reduction_ == "mean" ? 1.0 / wsum : 1.0;
+    Tensor& dxt = ctx.allocate_output(0, x.dtype(), x.dims());
+    T* dx = dxt.data<T>();
+    const T* px = x.data<T>();
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
+    for (int64_t p = 0; p < positions; ++p) {
+      const int64_t nb = p / inner, d = p % inner;
+      const T* xs = px + nb * classes * inner + d;  // class c at xs[c * inner]
+      T* gs = dx + nb * classes * inner + d;
+      if (!counted(p)) {
+        for (int64_t c = 0; c < classes; ++c) gs[c * inner] = T(0);
+        continue;
+      }
+      const int64_t l = static_cast<int64_t>(pl[p]);
+      const double w = pw ? static_cast<double>(pw[l]) : 1.0;
+      const double g = static_cast<double>(none ? pdl[p] : pdl[0]) * scale * w;
+      if (!softmax_) {
+        for (int64_t c = 0; c < classes; ++c) gs[c * inner] = T(0);
+        gs[l * inner] = static_cast<T>(-g);
+        continue;
+      }
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
+      if (std::isinf(mx) && mx < 0) mx = 0;
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
+      const double inv = 1.0 / sum;
+      for (int64_t c = 0; c < classes; ++c) {
+        const double prob = std::exp(static_cast<double>(xs[c * inner] - mx)) * inv;
+        gs[c * inner] = static_cast<T>((prob - (c == l ? 1.0 : 0.0)) * g);
+      }
+    }
+  }
+
+  bool softmax_;
+  bool has_ignore_;
+  int64_t ignore_;
+  std::string reduction_;
+};
+
+// ---- BatchNormalizationGrad ---------------------------------------------------------------------
+// Per channel c over its M = N * spatial elements, with xhat = (x - mean) * inv, inv = 1/sqrt(var+eps):
+//   dB = sum dy, dScale = sum dy * xhat
+//   training (batch statistics, differentiated through): dX = scale * inv / M * (M dy - dB - xhat dScale)
+//   inference (given statistics): dX = scale * inv * dy, dMean = -scale * inv * dB,
+//                                 dVar = -0.5 * scale * inv^2 * dScale
+class BatchNormGradKernel : public Kernel {
+ public:
+  explicit BatchNormGradKernel(const Node& n)
+      : epsilon_(n.attr_f("epsilon", 1e-5f)), training_(n.attr_i("training_mode", 1) != 0) {}
+
+  void run(KernelContext& ctx) override {
+    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor& dy = ctx.input(0);
+    check_same(ctx, 1, dy, "X");
+    const Tensor& x = ctx.input(1);
+    if (x.rank() < 2) ctx.error(str_cat("X must have rank >= 2, got ", x.describe()));
+    const int64_t batch = x.dim(0), channels = x.dim(1);
+    const int64_t spatial = batch * channels == 0 ? 0 : x.numel() / (batch * channels);
+    for (int i = 2; i < 5; ++i)
+      if (ctx.input(i).numel() != channels || !is_float(ctx.input(i).dtype()))
+        ctx.error(str_cat("input ", i, " ", ctx.input(i).describe(), " must be a float tensor of ", channels,
+                          " channels"));
+    const double m = static_cast<double>(batch * spatial);
+    if (training_ && m == 0) ctx.error(str_cat("training-mode statistics need elements per channel, X is ", x.describe()));
+    const T* px = x.data<T>();
+    const T* pg = dy.data<T>();
+    T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
+    std::vector<double> dscale(channels), dbias(channels), dmean(channels), dvar(channels);
+    const int64_t cs = channels * spatial;
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
+    for (int64_t c = 0; c < channels; ++c) {
+      double mean = ctx.input(3).get_as_double(c), var = ctx.input(4).get_as_double(c);
+      if (training_) {
+        double s = 0, ss = 0;
+        for (int64_t n = 0; n < batch; ++n)
+          for (int64_t i = 0; i < spatial; ++i) s += px[n * cs + c * spatial + i];
+        mean = s / m;
+        for (int64_t n = 0; n < batch; ++n)
+          for (int64_t i = 0; i < spatial; ++i) {
+            const double dv = px[n * cs + c * spatial + i] - mean;
+            ss += dv * dv;
+          }
+        var = ss / m;
+      }
+      const double inv = 1.0 / std::sqrt(var + static_cast<double>(epsilon_));
+      const double scale = ctx.input(2).get_as_double(c);
+      double sg = 0, sgx = 0;
+      for (int64_t n = 0; n < batch; ++n) {
+        const int64_t base = n * cs + c * spatial;
+        for (int64_t i = 0; i < spatial; ++i) {
+          sg += pg[base + i];
+          sgx += pg[base + i] * ((px[base + i] - mean) * inv);
+        }
+      }
+      dbias[c] = sg;
+      dscale[c] = sgx;
+      dmean[c] = -scale * inv * sg;
+      dvar[c] = -0.5 * scale * inv * inv * sgx;
+      if (!dx) continue;
+      const double k = scale * inv;
+      for (int64_t n = 0; n < batch; ++n) {
+        const int64_t base = n * cs + c * spatial;
+        for (int64_t i = 0; i < spatial; ++i) {
+          const double g = pg[base + i];
+          if (!training_) {
+            dx[base + i] = static_cast<T>(k * g);
+            continue;
+          }
+          const double xhat = (px[base + i] - mean) * inv;
+          dx[base + i] = static_cast<T>(k / m * (m * g - sg - xhat * sgx));
+        }
+      }
+    }
+    const std::vector<double>* outs[] = {&dscale, &dbias, &dmean, &dvar};
+    for (int i = 1; i < 5; ++i) {
+      if (!ctx.has_output(i)) continue;
+      Tensor& t = ctx.allocate_output(i, ctx.input(i <= 2 ? 2 : i).dtype(), {channels});
+      OTTER_DISPATCH_FLOAT(t.dtype(), U, [&] {
+        for (int64_t c = 0; c < channels; ++c) t.data<U>()[c] = static_cast<U>((*outs[i - 1])[c]);
+      });
+    }
+  }
+
+  float epsilon_;
+  bool training_;
+};
+
+// ---- LayerNormalizationGrad ---------------------------------------------------------------------
+// Rows over the axes before `axis`, columns (H of them) over the normalised axes; per row with
+// xhat = (x - mean) * inv and g = dy * scale:
+//   dX = inv * (g - mean(g) - xhat * mean(g * xhat)),  dScale += dy * xhat,  dB += dy
+// dScale and dB have the normalised shape; rows run in parallel with per-thread partial sums.
+class LayerNormGradKernel : public Kernel {
+ public:
+  explicit LayerNormGradKernel(const Node& n) : axis_(n.attr_i("axis", -1)), epsilon_(n.attr_f("epsilon", 1e-5f)) {}
+
+  void run(KernelContext& ctx) override {
+    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor& dy = ctx.input(0);
+    check_same(ctx, 1, dy, "X");
+    const Tensor& x = ctx.input(1);
+    const Tensor& sc = ctx.input(2);
+    const int64_t r = x.rank();
+    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
+    if (axis < 0 || axis >= r) ctx.error(str_cat("axis ", axis_, " out of range for X ", x.describe()));
+    const std::vector<int64_t> norm_dims(x.dims().begin() + axis, x.dims().end());
+    const int64_t cols = num_elements(norm_dims), rows = cols == 0 ? 0 : x.numel() / cols;
+    std::vector<int64_t> od;
+    if (sc.dtype() != x.dtype() || !cpu::broadcast_dims({&sc.dims(), &norm_dims}, &od) || od != norm_dims)
+      ctx.error(str_cat("Scale ", sc.describe(), " does not broadcast to the normalised shape ",
+                        dims_to_string(norm_dims)));
+    std::vector<T> scale(static_cast<size_t>(cols));
+    cpu::BroadcastPlan<1> plan({&sc.dims()}, norm_dims);
+    plan.for_each_run([&](int64_t o, const std::array<int64_t, 1>& offs, int64_t len) {
+      for (int64_t j = 0; j < len; ++j) scale[o + j] = sc.data<T>()[offs[0] + j * plan.inner_strides()[0]];
+    });
+    T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
+    const bool want_params = ctx.has_output(1) || ctx.has_output(2);
+    const int threads = rows * cols > kParallelWork ? omp_get_max_threads() : 1;
+    std::vector<double> part(want_params ? static_cast<size_t>(threads) * 2 * cols : 0, 0.0);
+    const T* px = x.data<T>();
+    const T* pg = dy.data<T>();
+    const double eps = epsilon_;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t row = 0; row < rows; ++row) {
+      const T* xr = px + row * cols;
+      const T* gr = pg + row * cols;
+      double s = 0, ss = 0;
+      for (int64_t i = 0; i < cols; ++i) s += xr[i];
+      const double mean = s / static_cast<double>(cols);
+      for (int64_t i = 0; i < cols; ++i) ss += (xr[i] - mean) * (xr[i] - mean);
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(cols) + eps);
+      double sg = 0, sgx = 0;
+      for (int64_t i = 0; i < cols; ++i) {
+        const double g = static_cast<double>(gr[i]) * scale[i];
+        sg += g;
+        sgx += g * (xr[i] - mean) * inv;
+      }
+      if (dx) {
+        const double mg = sg / static_cast<double>(cols), mgx = sgx / static_cast<double>(cols);
+        T* dr = dx + row * cols;
+        for (int64_t i = 0; i < cols; ++i) {
+          const double xhat = (xr[i] - mean) * inv;
+          dr[i] = static_cast<T>(inv * (static_cast<double>(gr[i]) * scale[i] - mg - xhat * mgx));
+        }
+      }
+      if (!want_params) continue;
+      double* acc = part.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * cols;
+      for (int64_t i = 0; i < cols; ++i) {
+        acc[i] += static_cast<double>(gr[i]) * (xr[i] - mean) * inv;
+        acc[cols + i] += gr[i];
+      }
+    }
+    for (int o = 1; o <= 2; ++o) {
+      if (!ctx.has_output(o)) continue;
+      T* out = ctx.allocate_output(o, x.dtype(), norm_dims).template data<T>();
+      for (int64_t i = 0; i < cols; ++i) {
+        double v = 0;
+        for (int t = 0; t < threads; ++t) v += part[static_cast<size_t>(t) * 2 * cols + (o - 1) * cols + i];
+        out[i] = static_cast<T>(v);
+      }
+    }
+  }
+
+  int64_t axis_;
+  float epsilon_;
+};
+
+template <class K, class... Args>
+KernelFactory factory(Args... args) {
+  return [=](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n, args...); };
+}
+
+}  // namespace
+
+void register_cpu_nn_grad_kernels(KernelRegistry& r) {
+  const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
+  auto add = [&](const char* op, KernelFactory f) {
+    r.add({kOtterDomain, op, 1, 1, DeviceType::kCpu, kFloats, nullptr, std::move(f)});
+  };
+  add("SoftmaxGrad", factory<SoftmaxGradKernel>(false));
+  add("LogSoftmaxGrad", factory<SoftmaxGradKernel>(true));
+  add("SoftmaxCrossEntropyLossGrad", factory<LossGradKernel>(true));
+  add("NegativeLogLikelihoodLossGrad", factory<LossGradKernel>(false));
+  add("BatchNormalizationGrad", factory<BatchNormGradKernel>());
+  add("LayerNormalizationGrad", factory<LayerNormGradKernel>());
+}
+
+}  // namespace otter

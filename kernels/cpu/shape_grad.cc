@@ -1,0 +1,184 @@
+// CPU kernels of the data-movement gradients (ai.otter SliceGrad, GatherGrad, PadGrad): each
+// writes zeros of the forward input's shape (input 1, `shape`) and adds dY where the forward read.
+#include <algorithm>
+#include <cstring>
+
+#include "graph/op_table.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/shape_util.h"
+
+namespace otter {
+namespace {
+
+using cpu::contiguous_strides;
+using cpu::int_input;
+using cpu::normalize_axis;
+
+// Zeros of the shape in input 1, of dY's type.
+Tensor& zero_output(KernelContext& ctx) {
+  std::vector<int64_t> dims = int_input(ctx, 1, "shape");
+  for (int64_t d : dims)
+    if (d < 0) ctx.error(str_cat("shape ", dims_to_string(dims), " has a negative entry"));
+  Tensor& out = ctx.allocate_output(0, ctx.input(0).dtype(), dims);
+  if (out.nbytes()) std::memset(out.raw(), 0, out.nbytes());
+  return out;
+}
+
+void check_dy(const KernelContext& ctx, const std::vector<int64_t>& expected) {
+  if (ctx.input(0).dims() != expected)
+    ctx.error(str_cat("dY ", ctx.input(0).describe(), " does not match the forward output shape ",
+                      dims_to_string(expected)));
+}
+
+// SliceGrad(dY, shape, starts, ends, axes?, steps?): dY written into the strided view Slice read.
+class SliceGradKernel : public Kernel {
+ public:
+  explicit SliceGradKernel(const Node&) {}
+  void run(KernelContext& ctx) override {
+    Tensor& dx = zero_output(ctx);
+    const cpu::SliceView v = cpu::resolve_slice(ctx, dx.dims(), 2);
+    check_dy(ctx, v.out_dims);
+    const Tensor& dy = ctx.input(0);
+    const int64_t r = dx.rank();
+    if (dy.numel() == 0) return;
+    const std::vector<int64_t> is = contiguous_strides(dx.dims());
+    std::vector<int64_t> ist(static_cast<size_t>(r));
+    int64_t base = 0;
+    for (int64_t i = 0; i < r; ++i) {
+      base += v.start[i] * is[i];
+      ist[i] = v.step[i] * is[i];
+    }
+    OTTER_DISPATCH_FLOAT(dy.dtype(), T, [&] {
+      const T* src = dy.data<T>();
+      T* out = dx.data<T>() + base;
+      if (r == 0) { out[0] = src[0]; return; }
+      const int64_t len = v.out_dims[r - 1], step = ist[r - 1];
+      cpu::for_each_row(v.out_dims, ist, [&](int64_t row, int64_t off) {
+        const T* s = src + row * len;
+        T* d = out + off;
+        for (int64_t j = 0; j < len; ++j) d[j * step] = s[j];
+      });
+    });
+  }
+};
+
+// GatherGrad(dY, shape, indices) {axis}: dX[o, indices[k], i] += dY[o, k, i], a scatter-add. The
+// inner rows are split across threads (repeated indices add to the same row of dX).
+class GatherGradKernel : public Kernel {
+ public:
+  explicit GatherGradKernel(const Node& n) : axis_(n.attr_i("axis", 0)) {}
+  void run(KernelContext& ctx) override {
+    Tensor& dx = zero_output(ctx);
+    const Tensor& dy = ctx.input(0);
+    const Tensor& idx = ctx.input(2);
+    const int64_t r = dx.rank();
+    if (r == 0) ctx.error("shape must have rank >= 1");
+    const int64_t a = normalize_axis(ctx, axis_, r);
+    const std::vector<int64_t> ind = cpu::gather_indices(ctx, idx, a, dx.dims());
+    std::vector<int64_t> yd(dx.dims().begin(), dx.dims().begin() + a);
+    yd.insert(yd.end(), idx.dims().begin(), idx.dims().end());
+    yd.insert(yd.end(), dx.dims().begin() + a + 1, dx.dims().end());
+    check_dy(ctx, yd);
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < a; ++k) outer *= dx.dims()[k];
+    for (int64_t k = a + 1; k < r; ++k) inner *= dx.dims()[k];
+    const int64_t n = dx.dims()[a], ni = static_cast<int64_t>(ind.size());
+    if (dy.numel() == 0) return;
+    OTTER_DISPATCH_FLOAT(dy.dtype(), T, [&] {
+      const T* src = dy.data<T>();
+      T* dst = dx.data<T>();
+      cpu::parallel_ranges(inner, [&](int64_t b, int64_t e) {
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t k = 0; k < ni; ++k) {
+            const T* s = src + (o * ni + k) * inner;
+            T* d = dst + (o * n + ind[k]) * inner;
+            for (int64_t i = b; i < e; ++i) d[i] += s[i];
+          }
+      }, outer * ni);
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+// PadGrad(dY, shape, pads, axes?) {mode}: every output position of Pad adds its dY to the input
+// position it copied (pad_source; nothing for constant padding). Constant padding maps output rows
+// to distinct input rows and runs in parallel; reflect/edge/wrap may fold rows together and run in order.
+class PadGradKernel : public Kernel {
+ public:
+  explicit PadGradKernel(const Node& n) : mode_(cpu::parse_pad_mode(n)) {}
+  void run(KernelContext& ctx) override {
+    Tensor& dx = zero_output(ctx);
+    const Tensor& dy = ctx.input(0);
+    const int64_t r = dx.rank();
+    const std::vector<int64_t>& xd = dx.dims();
+    std::vector<int64_t> pads = int_input(ctx, 2, "pads"), axes;
+    if (ctx.has_input(3)) {
+      for (int64_t a : int_input(ctx, 3, "axes")) axes.push_back(normalize_axis(ctx, a, r));
+    } else {
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    }
+    const size_t na = axes.size();
+    if (pads.size() != 2 * na)
+      ctx.error(str_cat("pads ", dims_to_string(pads), " must have 2 entries per padded axis (", na, ")"));
+    std::vector<int64_t> lo(static_cast<size_t>(r), 0), od = xd;
+    for (size_t i = 0; i < na; ++i) {
+      lo[axes[i]] = pads[i];
+      od[axes[i]] = xd[axes[i]] + pads[i] + pads[i + na];
+    }
+    check_dy(ctx, od);
+    if (dy.numel() == 0 || dx.numel() == 0) return;
+    if (r == 0) return add_scalar(dy, dx);
+    const std::vector<int64_t> is = contiguous_strides(xd);
+    const int64_t n_out = od[r - 1], n_in = xd[r - 1], l = lo[r - 1];
+    OTTER_DISPATCH_FLOAT(dy.dtype(), T, [&] {
+      const T* src = dy.data<T>();
+      T* dst = dx.data<T>();
+      auto rows = [&](int64_t b, int64_t e) {
+        for (int64_t row = b; row < e; ++row) {
+          int64_t rem = row, off = 0;
+          bool dropped = false;
+          for (int64_t i = r - 2; i >= 0 && !dropped; --i) {
+            const int64_t s = pad_source(mode_, rem % od[i] - lo[i], xd[i]);
+            rem /= od[i];
+            dropped = s < 0;
+            off += s * is[i];
+          }
+          if (dropped) continue;
+          const T* g = src + row * n_out;
+          for (int64_t j = 0; j < n_out; ++j) {
+            const int64_t s = pad_source(mode_, j - l, n_in);
+            if (s >= 0) dst[off + s] += g[j];
+          }
+        }
+      };
+      const int64_t nrows = dy.numel() / n_out;
+      if (mode_ == PadMode::kConstant) cpu::parallel_ranges(nrows, rows, n_out);
+      else rows(0, nrows);
+    });
+  }
+
+ private:
+  static void add_scalar(const Tensor& dy, Tensor& dx) {
+    OTTER_DISPATCH_FLOAT(dy.dtype(), T, [&] { dx.data<T>()[0] += dy.data<T>()[0]; });
+  }
+  PadMode mode_;
+};
+
+template <class K>
+KernelFactory make() {
+  return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n); };
+}
+
+}  // namespace
+
+void register_cpu_shape_grad_kernels(KernelRegistry& r) {
+  const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
+  r.add({kOtterDomain, "SliceGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr, make<SliceGradKernel>()});
+  r.add({kOtterDomain, "GatherGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr, make<GatherGradKernel>()});
+  r.add({kOtterDomain, "PadGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr, make<PadGradKernel>()});
+}
+
+}  // namespace otter

@@ -1,0 +1,194 @@
+// Window geometry shared by the CPU convolution and pooling kernels and their gradients: attribute
+// parsing, output sizes, per-axis valid ranges, im2col / col2im and a reusable scratch buffer.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/common/window.h"
+#include "kernels/kernel.h"
+
+namespace otter::cpu {
+
+// The window attributes and per-call geometry (kernels/common/window.h, shared with CUDA).
+using window::ceil_div;
+using window::floor_div;
+using window::Geometry;
+using window::resolve_geometry;
+using window::WindowAttrs;
+
+// Per-axis tables for one kernel offset along axis j: output positions o in [lo, hi) read input
+// o*s + off, the others fall into padding.
+struct AxisRange {
+  int64_t off, lo, hi;
+};
+inline AxisRange axis_range(const Geometry& g, int j, int64_t kj) {
+  const int64_t off = kj * g.d[j] - g.pb[j];
+  const int64_t lo = std::clamp<int64_t>(ceil_div(-off, g.s[j]), 0, g.out[j]);
+  const int64_t hi = std::clamp<int64_t>(floor_div(g.in[j] - 1 - off, g.s[j]) + 1, lo, g.out[j]);
+  return {off, lo, hi};
+}
+
+// For one kernel offset (kidx, a flat index over the kernel window), visits each output row (all
+// spatial axes but the last fixed) with f(out_row, in_row, valid): out_row is the flat output index
+// of the row's first element; in_row the flat input index that output position 0 of the row would
+// read (only meaningful when valid). Output positions [lo, hi) of the last axis (from `last`) read
+// in_row + o * s_last; the rest of a valid row, and all of an invalid row, are padding.
+template <class F>
+void for_each_row(const Geometry& g, int64_t kidx, const AxisRange& last, F&& f) {
+  const int n = g.nsp;
+  // Decompose kidx into per-axis kernel positions.
+  int64_t kpos[8];
+  for (int j = n - 1; j >= 0; --j) {
+    kpos[j] = kidx % g.k[j];
+    kidx /= g.k[j];
+  }
+  if (n == 1) {
+    f(int64_t{0}, last.off, true);
+    return;
+  }
+  int64_t off[8], in_stride[8];
+  in_stride[n - 1] = 1;
+  for (int j = n - 2; j >= 0; --j) in_stride[j] = in_stride[j + 1] * g.in[j + 1];
+  for (int j = 0; j < n - 1; ++j) off[j] = kpos[j] * g.d[j] - g.pb[j];
+  const int64_t olast = g.out[n - 1];
+  const int64_t rows = g.out_plane / std::max<int64_t>(olast, 1);
+  int64_t o[8] = {0};
+  for (int64_t r = 0; r < rows; ++r) {
+    bool valid = true;
+    int64_t in_row = last.off;
+    for (int j = 0; j < n - 1; ++j) {
+      const int64_t i = o[j] * g.s[j] + off[j];
+      if (i < 0 || i >= g.in[j]) { valid = false; break; }
+      in_row += i * in_stride[j];
+    }
+    f(r * olast, in_row, valid);
+    for (int j = n - 2; j >= 0; --j) {
+      if (++o[j] < g.out[j]) break;
+      o[j] = 0;
+    }
+  }
+}
+
+// im2col of one image group: col[(c*k_size + kidx), out_plane] for channels [0, channels) of x.
+// Rows of col are `ld` elements apart (default out_plane), so several images can fill side-by-side
+// column blocks of one matrix.
+template <typename T>
+void im2col(const Geometry& g, const T* x, int64_t channels, T* col, bool parallel, int64_t ld = -1) {
+  const int64_t rows = channels * g.k_size, L = ld < 0 ? g.out_plane : ld, olast = g.out[g.nsp - 1];
+  const int64_t slast = g.s[g.nsp - 1];
+  const int64_t klast = g.k[g.nsp - 1];
+#pragma omp parallel for schedule(static) if (parallel && rows * L > 32768)
+  for (int64_t row = 0; row < rows; ++row) {
+    const int64_t c = row / g.k_size, kidx = row % g.k_size;
+    const T* xc = x + c * g.in_plane;
+    T* dst = col + row * L;
+    const AxisRange last = axis_range(g, g.nsp - 1, kidx % klast);
+    for_each_row(g, kidx, last, [&](int64_t out_row, int64_t in_row, bool valid) {
+      T* d = dst + out_row;
+      if (!valid) {
+        std::fill(d, d + olast, T(0));
+        return;
+      }
+      std::fill(d, d + last.lo, T(0));
+      const T* s = xc + in_row;
+      if (slast == 1) {
+        std::copy(s + last.lo, s + last.hi, d + last.lo);
+      } else {
+        for (int64_t o = last.lo; o < last.hi; ++o) d[o] = s[o * slast];
+      }
+      std::fill(d + last.hi, d + olast, T(0));
+    });
+  }
+}
+
+// col2im, the adjoint of im2col: adds col[(c*k_size + kidx), out_plane] (rows `ld` apart) into the
+// channels [0, channels) of x. Channels run in parallel; the kernel offsets of one channel, which
+// overlap in x, run in order.
+template <typename T>
+void col2im_add(const Geometry& g, const T* col, int64_t channels, T* x, bool parallel, int64_t ld = -1) {
+  const int64_t L = ld < 0 ? g.out_plane : ld;
+  const int64_t slast = g.s[g.nsp - 1], klast = g.k[g.nsp - 1];
+#pragma omp parallel for schedule(static) if (parallel && channels * g.k_size * g.out_plane > 32768)
+  for (int64_t c = 0; c < channels; ++c) {
+    T* xc = x + c * g.in_plane;
+    for (int64_t kidx = 0; kidx < g.k_size; ++kidx) {
+      const T* src = col + (c * g.k_size + kidx) * L;
+      const AxisRange last = axis_range(g, g.nsp - 1, kidx % klast);
+      for_each_row(g, kidx, last, [&](int64_t out_row, int64_t in_row, bool valid) {
+        if (!valid) return;
+        const T* s = src + out_row;
+        T* d = xc + in_row;
+        for (int64_t o = last.lo; o < last.hi; ++o) d[o * slast] += s[o];
+      });
+    }
+  }
+}
+
+// A growable scratch buffer kept by a kernel between runs (no allocation in the steady state).
+class Scratch {
+ public:
+  template <typename T>
+  T* get(size_t count) {
+    const size_t words = (count * sizeof(T) + sizeof(double) - 1) / sizeof(double);
+    if (buf_.size() < words) buf_.resize(words);
+    return reinterpret_cast<T*>(buf_.data());
+  }
+
+ private:
+  std::vector<double> buf_;
+};
+
+// Pooling geometry padded to three spatial axes (leading axes of size 1), with per-axis tables of
+// the valid kernel positions for each output position.
+struct Pool3 {
+  int64_t in[3], out[3], s[3], d[3], pb[3];
+  std::vector<int64_t> klo[3], khi[3], cnt_pad[3];  // valid k range; k count inside the padded extent
+};
+
+Pool3 make_pool3(const Geometry& g);
+
+// One pooling window of a Pool3 geometry: output position (o0, o1, o2) and its valid kernel ranges.
+struct PoolWindow {
+  int64_t o[3], start[3], lo[3], hi[3];
+  int64_t valid() const { return (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]); }
+  // Positions inside the padded extent (the divisor of AveragePool's count_include_pad).
+  int64_t padded(const Pool3& p) const { return p.cnt_pad[0][o[0]] * p.cnt_pad[1][o[1]] * p.cnt_pad[2][o[2]]; }
+};
+
+// Calls f(oi, window) for every output position oi of one plane, in the forward kernel's order.
+template <class F>
+void for_each_pool_window(const Pool3& p, F&& f) {
+  int64_t oi = 0;
+  PoolWindow w;
+  for (int64_t o0 = 0; o0 < p.out[0]; ++o0)
+    for (int64_t o1 = 0; o1 < p.out[1]; ++o1)
+      for (int64_t o2 = 0; o2 < p.out[2]; ++o2, ++oi) {
+        w.o[0] = o0;
+        w.o[1] = o1;
+        w.o[2] = o2;
+        for (int j = 0; j < 3; ++j) {
+          w.start[j] = w.o[j] * p.s[j] - p.pb[j];
+          w.lo[j] = p.klo[j][w.o[j]];
+          w.hi[j] = p.khi[j][w.o[j]];
+        }
+        f(oi, w);
+      }
+}
+
+// Calls g(i) with the in-plane flat index of every valid input position of window w, in order.
+template <class G>
+void for_each_window_input(const Pool3& p, const PoolWindow& w, G&& g) {
+  for (int64_t k0 = w.lo[0]; k0 < w.hi[0]; ++k0) {
+    const int64_t i0 = w.start[0] + k0 * p.d[0];
+    for (int64_t k1 = w.lo[1]; k1 < w.hi[1]; ++k1) {
+      const int64_t row = (i0 * p.in[1] + w.start[1] + k1 * p.d[1]) * p.in[2];
+      for (int64_t k2 = w.lo[2]; k2 < w.hi[2]; ++k2) g(row + w.start[2] + k2 * p.d[2]);
+    }
+  }
+}
+
+}  // namespace otter::cpu

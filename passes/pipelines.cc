@@ -1,0 +1,140 @@
+// The training pipeline (see pipelines.h).
+#include "passes/pipelines.h"
+
+#include <charconv>
+
+#include "graph/error.h"
+
+namespace otter {
+
+namespace {
+
+// Shortest text that reads back as the same double.
+std::string number(double v) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+// Option values are cut at ',', '{' and '}' by the pipeline parser.
+std::string option_value(const std::string& what, const std::string& v) {
+  OTTER_CHECK(!v.empty() && v.find_first_of(",{}; ") == std::string::npos, what, " '", v,
+              "' cannot be written into a pipeline (empty, or has one of , { } ; or a space)");
+  return v;
+}
+
+void require(const PassRegistry& r, const std::string& pass, const std::string& why) {
+  OTTER_CHECK(r.has(pass), "pass '", pass, "' is not registered (", why, " needs it)");
+}
+
+std::string add_loss_step(const TrainingPipelineOptions& o) {
+  OTTER_CHECK(o.loss == "ce" || o.loss == "mse", "loss must be ce, mse or model:NAME, got '", o.loss, "'");
+  std::string s = "add-loss{type=" + o.loss;
+  if (!o.output.empty()) s += ",output=" + option_value("output", o.output);
+  if (o.labels != "labels") s += ",labels=" + option_value("labels", o.labels);
+  return s + "}";
+}
+
+std::string autodiff_step(const TrainingPipelineOptions& o, const std::string& loss) {
+  std::vector<std::string> opts;
+  if (loss != "loss") opts.push_back("loss=" + option_value("loss", loss));
+  std::string freeze;
+  for (const std::string& f : o.freeze) freeze += (freeze.empty() ? "" : ";") + option_value("freeze pattern", f);
+  if (!freeze.empty()) opts.push_back("freeze=" + freeze);
+  std::string s = "autodiff";
+  for (size_t i = 0; i < opts.size(); ++i) s += (i ? "," : "{") + opts[i];
+  return opts.empty() ? s : s + "}";
+}
+
+std::string loss_scale_step(const TrainingPipelineOptions& o, const std::string& mode) {
+  OTTER_CHECK(o.init_scale > 0, "the initial loss scale must be positive, got ", o.init_scale);
+  OTTER_CHECK(o.scale_interval > 0, "the loss-scale interval must be positive, got ", o.scale_interval);
+  std::string s = "loss-scale{mode=" + mode + ",init=" + number(o.init_scale);
+  if (mode == "dynamic") s += ",interval=" + std::to_string(o.scale_interval);
+  return s + "}";
+}
+
+std::string optimizer_step(const OptimizerConfig& c) {
+  const OptimizerConfig d;
+  std::string s = "optimizer{type=" + option_value("optimizer", c.type) + ",lr=" + number(c.lr);
+  if (c.beta1 != d.beta1) s += ",beta1=" + number(c.beta1);
+  if (c.beta2 != d.beta2) s += ",beta2=" + number(c.beta2);
+  if (c.eps != d.eps) s += ",eps=" + number(c.eps);
+  if (c.weight_decay >= 0) s += ",weight_decay=" + number(c.weight_decay);
+  if (c.momentum >= 0) s += ",momentum=" + number(c.momentum);
+  if (c.nesterov) s += ",nesterov=true";
+  if (c.clip_norm > 0) s += ",clip_norm=" + number(c.clip_norm);
+  if (c.schedule != d.schedule) s += ",schedule=" + option_value("schedule", c.schedule);
+  if (c.warmup) s += ",warmup=" + std::to_string(c.warmup);
+  if (c.total) s += ",total=" + std::to_string(c.total);
+  if (c.min_lr) s += ",min_lr=" + number(c.min_lr);
+  return s + "}";
+}
+
+}  // namespace
+
+std::string loss_scale_mode(const TrainingPipelineOptions& o) {
+  if (!o.loss_scale.empty()) return o.loss_scale;
+  return o.precision == "fp16" ? "dynamic" : "off";
+}
+
+std::string eval_pipeline(const TrainingPipelineOptions& o) {
+  // eval-mode after canonicalize: while the running statistics are still state, folding cannot
+  // bake them into constants, so an evaluator can feed the trained ones by name.
+  std::string text = "canonicalize,eval-mode";
+  if (o.loss.rfind("model:", 0) != 0) text += "," + add_loss_step(o);
+  return text;
+}
+
+std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegistry& registry) {
+  OTTER_CHECK(o.precision == "fp32" || o.precision == "fp16" || o.precision == "bf16",
+              "precision must be fp32, fp16 or bf16, got '", o.precision, "'");
+  const std::string scale = loss_scale_mode(o);
+  OTTER_CHECK(scale == "dynamic" || scale == "static" || scale == "off",
+              "loss scale must be dynamic, static or off, got '", scale, "'");
+  OTTER_CHECK(o.accum >= 1, "accumulation steps (K) must be >= 1, got ", o.accum);
+  std::vector<std::string> steps;
+  // Fold constants and shape arithmetic first: every later pass then sees static shapes and no
+  // Constant/Identity nodes, and the backward graph is not built for arithmetic that folds away.
+  steps.push_back("canonicalize");
+  // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
+  // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
+  std::string loss = "loss";
+  if (o.loss.rfind("model:", 0) == 0) {
+    loss = o.loss.substr(6);
+    OTTER_CHECK(!loss.empty(), "loss 'model:' needs the name of the model's loss output");
+  } else {
+    steps.push_back(add_loss_step(o));
+  }
+  // Casts go into the forward graph before autodiff, so the gradient of each Cast is a Cast back
+  // and weight gradients come out in fp32 (AMP.md).
+  if (o.precision != "fp32") {
+    require(registry, "mixed-precision", "precision " + o.precision);
+    steps.push_back("mixed-precision{dtype=" + o.precision + "}");
+  }
+  // The backward graph, seeded with 1: the passes below rewrite the seed (S, then S/K).
+  steps.push_back(autodiff_step(o, loss));
+  // Scaling multiplies the seed by the state S and makes S state the apply program updates; it
+  // needs the seed autodiff made and must come before the seed is divided by K.
+  if (scale != "off") {
+    require(registry, "loss-scale", "loss scale " + scale);
+    steps.push_back(loss_scale_step(o, scale));
+  }
+  // Accumulators replace the gradient outputs (and fuse into weight-gradient GEMMs): after this the
+  // micro-step program is complete and the optimizer reads the accumulators only.
+  steps.push_back("grad-accumulation{steps=" + std::to_string(o.accum) + "}");
+  // The apply program: finite check, unscale (1/S) and clipping, update, step count; it reads the
+  // accumulators, so it comes last of the training passes.
+  steps.push_back(optimizer_step(o.optimizer));
+  // Cleanup (cast elimination, dead code) runs over both programs once they exist; it belongs to
+  // the optimisation passes and joins the pipeline where this build registers it.
+  if (registry.has("cleanup")) steps.push_back("cleanup");
+  // Buffers are planned on the final graph (the session fixes the batch size first, so shapes are
+  // static): any rewrite after this would invalidate the plan.
+  if (registry.has("memory-plan")) steps.push_back("memory-plan");
+  std::string text;
+  for (const std::string& s : steps) text += (text.empty() ? "" : ",") + s;
+  return text;
+}
+
+}  // namespace otter

@@ -1,0 +1,348 @@
+// TrainingSession and Evaluator (see training_session.h).
+#include "runtime/training_session.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <sstream>
+
+#include "graph/error.h"
+#include "graph/onnx_io.h"
+#include "runtime/constant_eval.h"
+
+namespace otter {
+
+Device& pick_device(const std::string& name, std::unique_ptr<Device>& holder) {
+  if (name == "cpu") return cpu_device();
+  if (name == "cuda" || (name == "auto" && cuda_available())) {
+    holder = make_cuda_device();
+    return *holder;
+  }
+  if (name == "auto") return cpu_device();
+  fail("device must be auto, cpu or cuda, got '", name, "'");
+}
+
+namespace {
+
+void run_pipeline(Graph& g, const std::string& text) {
+  CpuConstantEvaluator evaluator;
+  PassContext ctx;
+  ctx.evaluator = &evaluator;
+  PassManager pm(ctx);
+  pm.add_pipeline(text);
+  pm.run(g);
+}
+
+// FNV-1a over the model's structure: inputs, outputs, ops and parameter names, types and shapes,
+// not the values (training changes those).
+std::string model_fingerprint(const Graph& g) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s + '\n') h = (h ^ c) * 1099511628211ull;
+  };
+  for (const Value* v : g.inputs()) mix("in " + v->name() + " " + v->type_string());
+  for (const Value* v : g.outputs()) mix("out " + v->name());
+  for (const auto& n : g.nodes()) mix("node " + n->domain() + "." + n->op_type());
+  for (const Value* v : g.values())
+    if (v->kind() == ValueKind::kInitializer || v->kind() == ValueKind::kState) mix("init " + v->name() + " " + v->type_string());
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016" PRIx64, h);
+  return buf;
+}
+
+// Fixes the sample axis of every graph input to b, so the training graph has static shapes (shape
+// arithmetic folds, memory can be planned) and is compiled once.
+void pin_batch(Graph& g, int64_t b) {
+  for (Value* in : g.inputs()) {
+    Shape s = in->shape();
+    if (!s.rank_known || s.rank() == 0) continue;
+    if (s.dims[0].is_static()) {
+      OTTER_CHECK(s.dims[0].value == b, "model input '", in->name(), "' has a fixed batch of ", s.dims[0].value,
+                  "; the batch size must be ", s.dims[0].value, ", got ", b);
+      continue;
+    }
+    s.dims[0] = Dim(b);
+    in->set_shape(s);
+  }
+}
+
+// Rows [begin, begin + count) of t, sharing its storage.
+Tensor rows(const Tensor& t, int64_t begin, int64_t count) {
+  std::vector<int64_t> dims = t.dims();
+  size_t row = dims[0] ? t.nbytes() / static_cast<size_t>(dims[0]) : 0;
+  dims[0] = count;
+  return Tensor(t.dtype(), dims, t.storage(), t.offset() + static_cast<size_t>(begin) * row);
+}
+
+std::string apply_output(const Graph& g, const std::string& op) {
+  for (const auto& n : g.nodes())
+    if (n->program() == Program::kApply && n->op_type() == op) return n->output(0)->name();
+  fail("training graph: the apply program has no ", op, " (run the optimizer pass)");
+}
+
+// Correct argmax predictions of `scores` (classes on the last axis) against `labels`.
+int64_t count_correct(const Tensor& scores, const Tensor& labels) {
+  const int64_t classes = scores.dim(-1);
+  const int64_t rows_n = classes ? scores.numel() / classes : 0;
+  OTTER_CHECK(labels.numel() == rows_n, "accuracy: ", labels.describe(), " labels for ", scores.describe(), " scores");
+  int64_t correct = 0;
+  for (int64_t r = 0; r < rows_n; ++r) {
+    int64_t best = 0;
+    double best_v = scores.get_as_double(r * classes);
+    for (int64_t c = 1; c < classes; ++c) {
+      double v = scores.get_as_double(r * classes + c);
+      if (v > best_v) { best_v = v; best = c; }
+    }
+    correct += static_cast<int64_t>(labels.get_as_double(r)) == best;
+  }
+  return correct;
+}
+
+}  // namespace
+
+// ---- Evaluator -----------------------------------------------------------------------------------
+
+Evaluator::Evaluator(const std::string& model_path, const TrainingPipelineOptions& loss, Device& device)
+    : device_(device) {
+  graph_ = import_onnx_file(model_path);
+  OTTER_CHECK(!graph_->outputs().empty(), "model '", model_path, "' has no outputs");
+  if (loss.loss.rfind("model:", 0) == 0) {
+    loss_ = loss.loss.substr(6);
+  } else {
+    loss_ = "loss";
+    scores_ = loss.output.empty() ? graph_->outputs()[0]->name() : loss.output;
+    labels_ = loss.labels;
+  }
+  run_pipeline(*graph_, eval_pipeline(loss));
+  OTTER_CHECK(graph_->find_value(loss_), "model '", model_path, "' has no loss output '", loss_, "'");
+  if (loss.loss != "ce") scores_.clear();  // accuracy means argmax against class labels
+  ExecutorOptions eo;
+  eo.device = &device;
+  executor_ = std::make_unique<Executor>(*graph_, eo);
+}
+
+Evaluator::~Evaluator() = default;
+
+std::vector<const Value*> Evaluator::data_inputs() const {
+  return std::vector<const Value*>(graph_->inputs().begin(), graph_->inputs().end());
+}
+
+EvalResult Evaluator::run(const Dataset& data, int64_t batch, const std::map<std::string, Tensor>& weights) {
+  OTTER_CHECK(data.size() > 0, data.path(), ": no samples to evaluate");
+  DataLoader loader(data, std::min(batch, data.size()), /*shuffle=*/false, 0, /*drop_last=*/false);
+  std::vector<std::string> extra;
+  if (!scores_.empty() && !graph_->value(scores_)->is_graph_output()) extra.push_back(scores_);
+  EvalResult r;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < loader.batches_per_epoch(); ++i) {
+    std::map<std::string, Tensor> feeds = weights;
+    int64_t n = 0;
+    for (auto& [name, t] : loader.next()) {
+      n = t.dim(0);
+      feeds[name] = t;
+    }
+    auto out = executor_->run(feeds, extra);
+    loss_sum += device_.to_host(out.at(loss_)).get_as_double(0) * static_cast<double>(n);
+    if (!scores_.empty()) correct += count_correct(device_.to_host(out.at(scores_)), feeds.at(labels_));
+    r.samples += n;
+  }
+  r.loss = loss_sum / static_cast<double>(r.samples);
+  r.has_accuracy = !scores_.empty();
+  if (r.has_accuracy) {
+    const Tensor& labels = data.arrays().at(labels_);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(labels.numel());
+  }
+  return r;
+}
+
+// ---- TrainingSession -----------------------------------------------------------------------------
+
+std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& model_path, const TrainingOptions& opts) {
+  OTTER_CHECK(opts.batch_size > 0, "batch size must be positive, got ", opts.batch_size);
+  OTTER_CHECK(opts.eval_batch_size > 0, "evaluation batch size must be positive, got ", opts.eval_batch_size);
+  std::unique_ptr<TrainingSession> s(new TrainingSession());
+  s->opts_ = opts;
+  s->model_path_ = model_path;
+  s->pipeline_ = training_pipeline(opts.pipeline);
+  s->device_ = &pick_device(opts.device, s->device_holder_);
+  s->graph_ = import_onnx_file(model_path);
+  Graph& g = *s->graph_;
+  s->fingerprint_ = model_fingerprint(g);
+  pin_batch(g, opts.batch_size);
+  run_pipeline(g, s->pipeline_);
+
+  // Persistent tensors move to the device once and stay there; the executors are fed them.
+  for (auto& [p, acc] : g.gradients) s->accumulators_.insert(acc->name());
+  for (const Value* v : g.values()) {
+    bool persistent = v->kind() == ValueKind::kState ||
+                      (v->kind() == ValueKind::kInitializer && g.state_updates.count(const_cast<Value*>(v)));
+    if (!persistent) continue;
+    s->state_[v->name()] = s->device_->to_device(v->data().clone());
+    s->state_order_.push_back(v->name());
+  }
+  const std::string loss = opts.pipeline.loss.rfind("model:", 0) == 0 ? opts.pipeline.loss.substr(6) : "loss";
+  s->loss_name_ = g.value(loss)->name();
+  s->lr_name_ = apply_output(g, "LearningRate");
+  s->finite_name_ = apply_output(g, "AllFinite");
+  if (g.loss_scale) s->scale_name_ = g.loss_scale->name();
+
+  ExecutorOptions eo;
+  eo.device = s->device_;
+  eo.seed = static_cast<uint64_t>(opts.seed);
+  eo.program = Program::kMicroStep;
+  s->micro_ = std::make_unique<Executor>(g, eo);
+  eo.program = Program::kApply;
+  s->apply_ = std::make_unique<Executor>(g, eo);
+  return s;
+}
+
+TrainingSession::~TrainingSession() = default;
+
+std::vector<const Value*> TrainingSession::batch_inputs() const {
+  return std::vector<const Value*>(graph_->inputs().begin(), graph_->inputs().end());
+}
+
+std::map<std::string, Tensor> TrainingSession::feeds(const std::map<std::string, Tensor>& inputs) const {
+  std::map<std::string, Tensor> f = state_;
+  for (const auto& [name, t] : inputs) f[name] = t;
+  return f;
+}
+
+void TrainingSession::run_program(Executor& ex, const std::map<std::string, Tensor>& inputs,
+                                  std::map<std::string, Tensor>* results) {
+  *results = ex.run(feeds(inputs));
+  // In-place updates (optimizer, accumulators) return the fed tensor itself; others are new.
+  for (const auto& [s, u] : ex.state_updates()) state_[s->name()] = results->at(u->name());
+}
+
+StepResult TrainingSession::train_step(const std::map<std::string, Tensor>& batch) {
+  const int64_t k_steps = opts_.pipeline.accum, b = opts_.batch_size;
+  std::vector<std::map<std::string, Tensor>> micro(static_cast<size_t>(k_steps));
+  for (const Value* in : batch_inputs()) {
+    auto it = batch.find(in->name());
+    OTTER_CHECK(it != batch.end(), "train_step: the batch has no array '", in->name(), "' (", in->type_string(), ")");
+    const Tensor& t = it->second;
+    OTTER_CHECK(t.rank() >= 1 && t.dim(0) == k_steps * b, "train_step: array '", in->name(), "' is ", t.describe(),
+                "; a step takes K*b = ", k_steps, "*", b, " = ", k_steps * b, " samples");
+    for (int64_t k = 0; k < k_steps; ++k) micro[k][in->name()] = device_->to_device(rows(t, k * b, b));
+  }
+  std::vector<Tensor> losses;
+  std::map<std::string, Tensor> out;
+  for (int64_t k = 0; k < k_steps; ++k) {
+    micro_->set_first_micro_step(k == 0);
+    run_program(*micro_, micro[k], &out);
+    losses.push_back(out.at(loss_name_));
+  }
+  run_program(*apply_, {}, &out);  // reads state only
+
+  // The one host synchronisation of the step: losses and the apply program's metrics.
+  device_->synchronize();
+  StepResult r;
+  for (const Tensor& l : losses) r.loss += device_->to_host(l).get_as_double(0);
+  r.loss /= static_cast<double>(k_steps);
+  r.lr = device_->to_host(out.at(lr_name_)).get_as_double(0);
+  r.skipped = device_->to_host(out.at(finite_name_)).get_as_double(0) == 0;
+  if (!scale_name_.empty()) r.loss_scale = device_->to_host(state_.at(scale_name_)).get_as_double(0);
+  r.step = ++step_;
+  return r;
+}
+
+EvalResult TrainingSession::evaluate(const Dataset& data) {
+  if (!evaluator_) evaluator_ = std::make_unique<Evaluator>(model_path_, opts_.pipeline, *device_);
+  return evaluator_->run(data, opts_.eval_batch_size, state_);
+}
+
+Tensor TrainingSession::tensor(const std::string& name) const {
+  auto it = state_.find(name);
+  OTTER_CHECK(it != state_.end(), "training session: no persistent tensor '", name, "'");
+  return device_->to_host(it->second).clone();
+}
+
+std::vector<std::string> TrainingSession::state_names() const { return state_order_; }
+
+// ---- checkpoints ---------------------------------------------------------------------------------
+
+Checkpoint TrainingSession::checkpoint(const LoaderState& loader) const {
+  Checkpoint c;
+  CheckpointMeta& m = c.meta;
+  m.model = model_path_;
+  m.fingerprint = fingerprint_;
+  m.pipeline = pipeline_;
+  m.batch_size = opts_.batch_size;
+  m.accum = opts_.pipeline.accum;
+  m.seed = opts_.seed;
+  m.step = step_;
+  m.loader = loader;
+  std::ostringstream rng;
+  rng << micro_->rng();
+  m.rng = rng.str();
+  for (const std::string& name : state_order_)
+    if (!accumulators_.count(name)) c.tensors.emplace_back(name, tensor(name));
+  return c;
+}
+
+void TrainingSession::restore(const Checkpoint& c) {
+  const CheckpointMeta& m = c.meta;
+  OTTER_CHECK(m.fingerprint == fingerprint_, "it was written for another model ('", m.model,
+              "', fingerprint ", m.fingerprint, "); this session trains '", model_path_, "' (fingerprint ",
+              fingerprint_, ")");
+  OTTER_CHECK(m.batch_size == opts_.batch_size && m.accum == opts_.pipeline.accum && m.seed == opts_.seed,
+              "it was written with batch size ", m.batch_size, ", K ", m.accum, " and seed ", m.seed,
+              "; this session has ", opts_.batch_size, ", ", opts_.pipeline.accum, " and ", opts_.seed);
+  std::map<std::string, const Tensor*> given;
+  for (const auto& [name, t] : c.tensors) given[name] = &t;
+  std::vector<std::string> problems;
+  for (const std::string& name : state_order_) {
+    if (accumulators_.count(name)) continue;
+    auto it = given.find(name);
+    const Value* v = graph_->value(name);
+    if (it == given.end()) {
+      problems.push_back(str_cat("missing tensor '", name, "' (", v->type_string(), ")"));
+      continue;
+    }
+    const Tensor& t = *it->second;
+    if (t.dtype() != v->dtype() || !(Shape::of(t.dims()) == v->shape()))
+      problems.push_back(str_cat("tensor '", name, "' is ", t.describe(), ", the session has ", v->type_string()));
+    given.erase(it);
+  }
+  for (const auto& [name, t] : given) problems.push_back(str_cat("unexpected tensor '", name, "' (", t->describe(), ")"));
+  if (!problems.empty()) {
+    std::string msg = str_cat(problems.size(), " problem", problems.size() == 1 ? "" : "s",
+                              " (another optimizer or pipeline?):");
+    for (const auto& p : problems) msg += "\n  " + p;
+    fail(msg);
+  }
+  std::mt19937_64 rng;
+  std::istringstream in(m.rng);
+  in >> rng;
+  OTTER_CHECK(!in.fail(), "its generator state is not readable");
+  for (const auto& [name, t] : c.tensors) state_[name] = device_->to_device(t.clone());
+  micro_->rng() = rng;
+  step_ = m.step;
+}
+
+void TrainingSession::save(const std::string& dir, const LoaderState& loader) const {
+  write_checkpoint(dir, checkpoint(loader));
+}
+
+LoaderState TrainingSession::load(const std::string& dir) {
+  Checkpoint c = read_checkpoint(dir);
+  try {
+    restore(c);
+  } catch (const Error& e) {
+    fail("checkpoint '", dir, "' does not fit this session: ", e.what());
+  }
+  return c.meta.loader;
+}
+
+void TrainingSession::export_inference(const std::string& path) const {
+  auto g = import_onnx_file(model_path_);
+  for (Value* v : g->values()) {
+    if (v->kind() != ValueKind::kInitializer && v->kind() != ValueKind::kState) continue;
+    auto it = state_.find(v->name());
+    if (it != state_.end()) v->set_data(device_->to_host(it->second));
+  }
+  export_onnx_file(*g, path);
+}
+
+}  // namespace otter

@@ -1,0 +1,142 @@
+// TrainingSession: the C++ API for training an ONNX model. It turns the model into a training graph
+// (passes/pipelines.h), compiles the micro-step and apply programs once, keeps every persistent
+// tensor on its device for the whole run, and runs optimizer steps as DESIGN.md defines them.
+//
+//   TrainingOptions o;
+//   o.batch_size = 32;                 // micro-batch b
+//   o.pipeline.accum = 4;              // K: one step takes a global batch of K*b samples
+//   o.pipeline.optimizer.type = "adamw";
+//   auto s = TrainingSession::create("mlp.onnx", o);
+//   Dataset train = Dataset::from_npz("train.npz", s->batch_inputs());
+//   DataLoader loader(train, s->global_batch(), /*shuffle=*/true, o.seed);
+//   for (int i = 0; i < 100; ++i) StepResult r = s->train_step(loader.next());
+//   EvalResult e = s->evaluate(Dataset::from_npz("test.npz", s->batch_inputs()));
+//   s->save("ckpt", loader.state());
+//   s->export_inference("trained.onnx");
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/ir.h"
+#include "kernels/device.h"
+#include "passes/pipelines.h"
+#include "runtime/checkpoint.h"
+#include "runtime/dataset.h"
+#include "runtime/executor.h"
+
+namespace otter {
+
+struct TrainingOptions {
+  TrainingPipelineOptions pipeline;  // loss, precision, loss scaling, K, optimizer, freeze
+  std::string device = "cpu";       // auto | cpu | cuda
+  int64_t seed = 0;                 // the Dropout generator (and, by convention, the loader's shuffle)
+  int64_t batch_size = 32;          // the micro-batch b
+  int64_t eval_batch_size = 256;    // samples per evaluation batch (the last one may be smaller)
+};
+
+// What one optimizer step reports.
+struct StepResult {
+  double loss = 0;        // mean of the K micro-batch losses (unscaled)
+  double lr = 0;          // learning rate this step used
+  double loss_scale = 1;  // S after the step (1 when scaling is off)
+  bool skipped = false;   // non-finite gradients: nothing was updated
+  int64_t step = 0;       // optimizer steps taken by the session so far, this one included
+};
+
+struct EvalResult {
+  double loss = 0;      // mean loss over all samples
+  double accuracy = 0;  // fraction of correct argmax predictions (cross-entropy losses only)
+  bool has_accuracy = false;
+  int64_t samples = 0;
+};
+
+// --device auto|cpu|cuda: auto picks CUDA where a device is present. A CUDA device is created in
+// `holder`, which must outlive its use.
+Device& pick_device(const std::string& name, std::unique_ptr<Device>& holder);
+
+// Loss and accuracy of a model in eval mode (BatchNorm on running statistics, no Dropout): the
+// graph is built once from the original model (canonicalize, eval-mode, add-loss) and run with
+// weights fed by name, so a training session evaluates its current weights without copying them.
+class Evaluator {
+ public:
+  Evaluator(const std::string& model_path, const TrainingPipelineOptions& loss, Device& device);
+  ~Evaluator();
+  // Every sample of `data`, `batch` at a time; `weights` override the model's initializers by name.
+  EvalResult run(const Dataset& data, int64_t batch, const std::map<std::string, Tensor>& weights = {});
+  // The graph inputs a data set must provide (model inputs and labels).
+  std::vector<const Value*> data_inputs() const;
+
+ private:
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Executor> executor_;
+  Device& device_;
+  std::string loss_, scores_;  // names of the loss and of the class scores ("" without accuracy)
+  std::string labels_;
+};
+
+class TrainingSession {
+ public:
+  // Imports the model, pins the batch dimension of its inputs to b, runs the training pipeline and
+  // compiles both programs. Fails with the pass's or the executor's message.
+  static std::unique_ptr<TrainingSession> create(const std::string& model_path, const TrainingOptions& opts);
+  ~TrainingSession();
+
+  // One optimizer step on a global batch of K*b samples (arrays named after batch_inputs()),
+  // taken as K micro-batches in order: the micro-step program K times (the first one writes the
+  // accumulators, the others add), then the apply program once. The metrics are copied to the
+  // host once, after the apply program.
+  StepResult train_step(const std::map<std::string, Tensor>& batch);
+  // Loss and accuracy with the current weights and BatchNorm running statistics, in eval mode.
+  EvalResult evaluate(const Dataset& data);
+
+  // Checkpoints (runtime/checkpoint.h). `loader` is the data position to resume from.
+  void save(const std::string& dir, const LoaderState& loader = {}) const;
+  // Restores a checkpoint written by a session of the same model and options; returns the data
+  // position it was saved at. Fails, changing nothing, on another model, missing or extra
+  // tensors, shape or dtype mismatches, or another batch size, K or seed.
+  LoaderState load(const std::string& dir);
+  Checkpoint checkpoint(const LoaderState& loader = {}) const;
+  void restore(const Checkpoint& c);
+
+  // Writes the original model with the trained weights (and BatchNorm running statistics).
+  void export_inference(const std::string& path) const;
+
+  const std::string& pipeline() const { return pipeline_; }
+  const Graph& graph() const { return *graph_; }
+  const TrainingOptions& options() const { return opts_; }
+  Device& device() const { return *device_; }
+  // Graph inputs a batch provides (model inputs and labels), with their (pinned) types.
+  std::vector<const Value*> batch_inputs() const;
+  int64_t global_batch() const { return opts_.batch_size * opts_.pipeline.accum; }
+  int64_t steps_taken() const { return step_; }
+  // Host copies of the persistent tensors (parameters, moments, counters, running statistics).
+  Tensor tensor(const std::string& name) const;
+  std::vector<std::string> state_names() const;
+
+ private:
+  TrainingSession() = default;
+  void run_program(Executor& ex, const std::map<std::string, Tensor>& inputs,
+                   std::map<std::string, Tensor>* results);
+  std::map<std::string, Tensor> feeds(const std::map<std::string, Tensor>& inputs) const;
+
+  TrainingOptions opts_;
+  std::string model_path_, fingerprint_, pipeline_;
+  std::unique_ptr<Device> device_holder_;
+  Device* device_ = nullptr;
+  std::unique_ptr<Graph> graph_;
+  std::unique_ptr<Executor> micro_, apply_;
+  std::unique_ptr<Evaluator> evaluator_;
+  // Every persistent tensor (parameters and state), on the device, by graph name.
+  std::map<std::string, Tensor> state_;
+  std::vector<std::string> state_order_;  // graph order, for checkpoints
+  std::set<std::string> accumulators_;    // not checkpointed: each step rewrites them first
+  std::string loss_name_, lr_name_, finite_name_, scale_name_;
+  int64_t step_ = 0;
+};
+
+}  // namespace otter

@@ -1,0 +1,121 @@
+// The training pipeline built from options (passes/pipelines.h) and the default-train alias.
+#include <gtest/gtest.h>
+
+#include "graph/error.h"
+#include "passes/pipelines.h"
+
+namespace otter {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainingPipeline, DefaultOptions) {
+  EXPECT_EQ(training_pipeline({}),
+            "canonicalize,add-loss{type=ce},autodiff,grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},"
+            "memory-plan");
+}
+
+TEST(TrainingPipeline, EveryOptionReachesItsPass) {
+  TrainingPipelineOptions o;
+  o.loss = "mse";
+  o.output = "y";
+  o.labels = "target";
+  o.accum = 4;
+  o.freeze = {"fc1.*", "emb?"};
+  OptimizerConfig& c = o.optimizer;
+  c.type = "sgd";
+  c.lr = 0.1;
+  c.momentum = 0.9;
+  c.weight_decay = 1e-4;
+  c.nesterov = true;
+  c.clip_norm = 1.5;
+  c.schedule = "cosine";
+  c.warmup = 10;
+  c.total = 1000;
+  EXPECT_EQ(training_pipeline(o),
+            "canonicalize,add-loss{type=mse,output=y,labels=target},autodiff{freeze=fc1.*;emb?},"
+            "grad-accumulation{steps=4},optimizer{type=sgd,lr=0.1,weight_decay=1e-04,momentum=0.9,"
+            "nesterov=true,clip_norm=1.5,schedule=cosine,warmup=10,total=1000},memory-plan");
+}
+
+TEST(TrainingPipeline, ModelLossSkipsAddLoss) {
+  TrainingPipelineOptions o;
+  o.loss = "model:total_loss";
+  EXPECT_EQ(training_pipeline(o),
+            "canonicalize,autodiff{loss=total_loss},grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},"
+            "memory-plan");
+  EXPECT_EQ(eval_pipeline(o), "canonicalize,eval-mode");
+  EXPECT_EQ(eval_pipeline({}), "canonicalize,eval-mode,add-loss{type=ce}");
+}
+
+TEST(TrainingPipeline, ThePipelineParsesAndEveryPassValidates) {
+  TrainingPipelineOptions o;
+  o.accum = 2;
+  o.optimizer.clip_norm = 0.5;
+  PassManager pm;
+  pm.add_pipeline(training_pipeline(o));
+  std::vector<std::string> names;
+  for (const auto& p : pm.passes()) names.push_back(p->name());
+  std::vector<std::string> want{"canonicalize", "add-loss", "autodiff", "grad-accumulation", "optimizer"};
+  if (PassRegistry::instance().has("cleanup")) want.push_back("cleanup");
+  want.push_back("memory-plan");
+  EXPECT_EQ(names, want);
+}
+
+TEST(TrainingPipeline, MixedPrecisionPassesOnlyWhenAskedAndRegistered) {
+  PassRegistry bare;  // a registry without mixed-precision and loss-scale
+  TrainingPipelineOptions o;
+  EXPECT_EQ(training_pipeline(o, bare).find("mixed-precision"), std::string::npos);
+  EXPECT_EQ(training_pipeline(o, bare).find("loss-scale"), std::string::npos);
+  o.precision = "fp16";
+  EXPECT_NE(error_of([&] { training_pipeline(o, bare); }).find("pass 'mixed-precision' is not registered"),
+            std::string::npos);
+  bare.add("mixed-precision", [] { return std::unique_ptr<Pass>(); });
+  EXPECT_NE(error_of([&] { training_pipeline(o, bare); }).find("pass 'loss-scale' is not registered"),
+            std::string::npos);
+  bare.add("loss-scale", [] { return std::unique_ptr<Pass>(); });
+  o.accum = 4;
+  EXPECT_EQ(training_pipeline(o, bare),
+            "canonicalize,add-loss{type=ce},mixed-precision{dtype=fp16},autodiff,"
+            "loss-scale{mode=dynamic,init=65536,interval=2000},grad-accumulation{steps=4},"
+            "optimizer{type=adamw,lr=0.001}");
+  o.precision = "bf16";  // bf16 has fp32's range: no scaling unless asked
+  EXPECT_EQ(training_pipeline(o, bare).find("loss-scale"), std::string::npos);
+  o.loss_scale = "static";
+  o.init_scale = 1024;
+  EXPECT_NE(training_pipeline(o, bare).find("loss-scale{mode=static,init=1024}"), std::string::npos);
+}
+
+TEST(TrainingPipeline, BadOptionsFailClearly) {
+  TrainingPipelineOptions o;
+  o.loss = "hinge";
+  EXPECT_NE(error_of([&] { training_pipeline(o); }).find("loss must be ce, mse or model:NAME"), std::string::npos);
+  o = {};
+  o.accum = 0;
+  EXPECT_NE(error_of([&] { training_pipeline(o); }).find("must be >= 1"), std::string::npos);
+  o = {};
+  o.freeze = {"a,b"};
+  EXPECT_NE(error_of([&] { training_pipeline(o); }).find("freeze pattern 'a,b'"), std::string::npos);
+  o = {};
+  o.precision = "fp8";
+  EXPECT_NE(error_of([&] { training_pipeline(o); }).find("precision must be fp32, fp16 or bf16"), std::string::npos);
+}
+
+TEST(TrainingPipeline, DefaultTrainIsRegistered) {
+  const auto& aliases = PassRegistry::instance().aliases();
+  ASSERT_TRUE(aliases.count("default-train"));
+  EXPECT_EQ(aliases.at("default-train").first, training_pipeline({}));
+  PassManager pm;
+  pm.add_pipeline("default-train");
+  EXPECT_GE(pm.passes().size(), 5u);
+}
+
+}  // namespace
+}  // namespace otter
