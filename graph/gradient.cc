@@ -5,6 +5,7 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "graph/ops/infer_util.h"
 
 namespace otter {
 
@@ -21,8 +22,9 @@ bool GradContext::needs_grad(int i) const {
 }
 
 void GradContext::set_grad_input(int i, Value* g) {
+  if (!g) return;
   OTTER_CHECK(i >= 0 && i < fwd_.num_inputs(), fwd_.describe(), ": gradient rule set input ", i, " out of range");
-  if (!needs_grad(i) || !g) return;
+  if (!needs_grad(i)) return;
   Value* in = fwd_.input(i);
   OTTER_CHECK(g->dtype() == in->dtype(), fwd_.describe(), ": gradient of input '", in->name(), "' is ",
               dtype_name(g->dtype()), ", expected ", dtype_name(in->dtype()));
@@ -179,7 +181,11 @@ Value* GradContext::concat_ints(const std::vector<Value*>& parts) {
     if (!constant) break;
     for (int64_t x : p->data().to_int64_vector()) all.push_back(x);
   }
-  if (constant) return ints(all);
+  if (constant) {
+    for (Value* p : parts)  // the pieces folded into one constant are not needed any more
+      if (p->uses().empty() && !p->is_graph_output()) graph_.remove_value(p);
+    return ints(all);
+  }
   if (parts.size() == 1) return parts[0];
   return emit("Concat", parts, {{"axis", Attribute(int64_t{0})}});
 }
@@ -187,6 +193,11 @@ Value* GradContext::concat_ints(const std::vector<Value*>& parts) {
 Value* GradContext::numel_ratio(Value* num, Value* den, const Value* like) {
   int64_t a = num->shape().numel(), b = den->shape().numel();
   if (a >= 0 && b > 0) return scalar_like(static_cast<double>(a) / static_cast<double>(b), like);
+  // Symbols that cancel ([N,4,1,1] over [N,4,4,4]) leave a static quotient.
+  if (num->shape().rank_known && den->shape().rank_known) {
+    Dim q = infer::dim_div(infer::dims_product(den->shape().dims), infer::dims_product(num->shape().dims));
+    if (q.is_static() && q.value > 0) return scalar_like(1.0 / static_cast<double>(q.value), like);
+  }
   return emit("Div", {cast(emit("Size", {num}), like->dtype()), cast(emit("Size", {den}), like->dtype())});
 }
 

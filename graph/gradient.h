@@ -40,8 +40,8 @@ class GradContext {
   Value* grad_output(int i) const;
   // Whether input i wants a gradient (a float value on a path from a parameter).
   bool needs_grad(int i) const;
-  // Records the gradient of input i. Its dtype must equal the input's; its shape must be the
-  // input's (use sum_to_shape for broadcast operands).
+  // Records the gradient of input i (nothing when g is null or input i needs none). Its dtype must
+  // equal the input's; its shape must be the input's (use sum_to_shape for broadcast operands).
   void set_grad_input(int i, Value* g);
   Value* grad_input(int i) const;
 

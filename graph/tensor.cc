@@ -1,6 +1,7 @@
 // Host tensor implementation.
 #include "graph/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <sstream>
 
@@ -8,12 +9,30 @@
 
 namespace otter {
 
+namespace {
+std::atomic<int64_t> g_live_bytes{0}, g_peak_bytes{0};
+
+void count_host_bytes(int64_t delta) {
+  int64_t now = g_live_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
+  int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+int64_t host_live_bytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+int64_t host_peak_bytes() { return g_peak_bytes.load(std::memory_order_relaxed); }
+void reset_host_peak_bytes() { g_peak_bytes.store(host_live_bytes(), std::memory_order_relaxed); }
+
+// Owned blocks are 64-byte aligned and padded to a multiple of 64 (at least 64).
+static size_t alloc_size(size_t nbytes) { return nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64; }
+
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
-  size_t alloc = (nbytes + 63) / 64 * 64;
-  if (alloc == 0) alloc = 64;
+  const size_t alloc = alloc_size(nbytes);
   data_ = std::aligned_alloc(64, alloc);
   OTTER_CHECK(data_ != nullptr, "out of host memory allocating ", nbytes, " bytes");
   std::memset(data_, 0, alloc);
+  count_host_bytes(static_cast<int64_t>(alloc));
 }
 
 Storage::Storage(void* data, size_t nbytes, std::shared_ptr<void> keepalive, DeviceType device)
@@ -27,7 +46,9 @@ void Tensor::check_host(const char* what) const {
 }
 
 Storage::~Storage() {
-  if (owned_) std::free(data_);
+  if (!owned_) return;
+  std::free(data_);
+  count_host_bytes(-static_cast<int64_t>(alloc_size(nbytes_)));
 }
 
 int64_t num_elements(const std::vector<int64_t>& dims) {

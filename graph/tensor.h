@@ -40,6 +40,12 @@ class Storage {
   std::shared_ptr<void> keepalive_;
 };
 
+// Bytes of host memory held by tensors this process allocated (not wrapped external memory): now,
+// and the most at any time since the last reset_host_peak_bytes().
+int64_t host_live_bytes();
+int64_t host_peak_bytes();
+void reset_host_peak_bytes();
+
 int64_t num_elements(const std::vector<int64_t>& dims);
 std::string dims_to_string(const std::vector<int64_t>& dims);
 

@@ -14,6 +14,7 @@ class CpuDevice : public Device {
   DeviceType type() const override { return DeviceType::kCpu; }
   std::string describe() const override { return str_cat("cpu (", omp_get_max_threads(), " threads)"); }
   Allocator& allocator() override { return HostAllocator::instance(); }
+  size_t peak_bytes() const override { return static_cast<size_t>(host_peak_bytes()); }
   Tensor to_device(const Tensor& t) override { return to_host(t); }
   Tensor to_host(const Tensor& t) override {
     OTTER_CHECK(!t.defined() || t.on_host(), "cpu device: tensor ", t.describe(), " lives on ",

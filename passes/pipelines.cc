@@ -78,6 +78,18 @@ std::string loss_scale_mode(const TrainingPipelineOptions& o) {
   return o.precision == "fp16" ? "dynamic" : "off";
 }
 
+std::string loss_value_name(const TrainingPipelineOptions& o) {
+  if (o.loss.rfind("model:", 0) != 0) return "loss";
+  OTTER_CHECK(o.loss.size() > 6, "loss 'model:' needs the name of the model's loss output");
+  return o.loss.substr(6);
+}
+
+std::string gradient_pipeline(const TrainingPipelineOptions& o) {
+  std::string text = "canonicalize";
+  if (o.loss.rfind("model:", 0) != 0) text += "," + add_loss_step(o);
+  return text + "," + autodiff_step(o, loss_value_name(o));
+}
+
 std::string eval_pipeline(const TrainingPipelineOptions& o) {
   // eval-mode after canonicalize: while the running statistics are still state, folding cannot
   // bake them into constants, so an evaluator can feed the trained ones by name.
@@ -99,13 +111,8 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   steps.push_back("canonicalize");
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
-  std::string loss = "loss";
-  if (o.loss.rfind("model:", 0) == 0) {
-    loss = o.loss.substr(6);
-    OTTER_CHECK(!loss.empty(), "loss 'model:' needs the name of the model's loss output");
-  } else {
-    steps.push_back(add_loss_step(o));
-  }
+  const std::string loss = loss_value_name(o);
+  if (o.loss.rfind("model:", 0) != 0) steps.push_back(add_loss_step(o));
   // Casts go into the forward graph before autodiff, so the gradient of each Cast is a Cast back
   // and weight gradients come out in fp32 (AMP.md).
   if (o.precision != "fp32") {

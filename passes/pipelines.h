@@ -37,6 +37,13 @@ std::string loss_scale_mode(const TrainingPipelineOptions& o);
 std::string training_pipeline(const TrainingPipelineOptions& o,
                               const PassRegistry& registry = PassRegistry::instance());
 
+// The pipeline up to the backward graph (canonicalize, the loss, autodiff with the freeze globs):
+// a graph whose outputs are the loss and every trainable parameter's gradient, as `otter-train grad`
+// runs it. No precision change, accumulation or optimizer.
+std::string gradient_pipeline(const TrainingPipelineOptions& o);
+// The name of the loss value the pipelines train: NAME for model:NAME, else "loss" (add-loss's).
+std::string loss_value_name(const TrainingPipelineOptions& o);
+
 // The evaluation pipeline over the original model: canonicalize, eval-mode (BatchNorm on running
 // statistics, no Dropout), and the same loss as training (none for model:NAME).
 std::string eval_pipeline(const TrainingPipelineOptions& o);

@@ -30,6 +30,10 @@ if [ ! -f models/resnet18/resnet18.onnx ] || [ ! -f models/resnet18/resnet18_for
   /usr/bin/python3 models/export_models.py --only resnet18 >/dev/null
   /usr/bin/python3 models/make_forward_refs.py --only resnet18 >/dev/null
 fi
+if [ ! -f models/resnet18/resnet18_grad_ref.npz ]; then
+  echo "setup: recording ResNet-18's PyTorch gradients (models/make_grad_refs.py --only resnet18)"
+  /usr/bin/python3 models/make_grad_refs.py --only resnet18 >/dev/null
+fi
 
 build_dir=${OTTER_BUILD_DIR:-build}
 mkdir -p "$build_dir"

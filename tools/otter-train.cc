@@ -15,8 +15,8 @@
 #include "kernels/kernel.h"
 #include "passes/pass_manager.h"
 #include "runtime/constant_eval.h"
-#include "runtime/executor.h"
 #include "runtime/dataset.h"
+#include "runtime/executor.h"
 #include "runtime/json.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
@@ -35,6 +35,8 @@ const char* kUsage =
     "          train the model; see 'otter-train train --help' for every option\n"
     "  eval MODEL.onnx --data TEST.npz [--loss ce|mse|model:NAME]\n"
     "          loss and accuracy in eval mode\n"
+    "  grad MODEL.onnx --data D.npz --out G.npz [--loss ce|mse|model:NAME] [--batch-size B] [--freeze P]\n"
+    "          one forward and backward pass on the first batch: the loss and every parameter gradient\n"
     "  predict MODEL.onnx --data IN.npz --out OUT.npz [--batch-size B] [--device cpu]\n"
     "          run the model (inference) on the arrays named after its inputs\n"
     "  kernels [--format text|tsv]\n"
@@ -458,6 +460,65 @@ int cmd_eval(int argc, char** argv) {
   return 0;
 }
 
+const char* kGradUsage =
+    "usage: otter-train grad MODEL.onnx --data D.npz --out G.npz [options]\n"
+    "\n"
+    "One forward and backward pass (training mode) on the first batch: writes the loss and the\n"
+    "gradient of every trainable parameter (frozen ones left out) as 'loss' and 'grad/<initializer>'.\n";
+
+// The first batch of a data file: its first --batch-size samples (every sample without the flag),
+// of the arrays named after the graph's inputs (checked against their types and shapes).
+std::map<std::string, Tensor> first_batch(const Graph& g, const std::string& path, const cli::Args& args) {
+  const int64_t batch = args.has("batch-size") ? positive(args, "batch-size", 1) : 0;
+  Dataset data = Dataset::from_npz(path, std::vector<const Value*>(g.inputs().begin(), g.inputs().end()));
+  if (batch == 0) return data.arrays();
+  return DataLoader(data, batch, /*shuffle=*/false, /*seed=*/0).next();
+}
+
+int cmd_grad(int argc, char** argv) {
+  std::vector<cli::FlagSpec> flags = {
+      {"data", true, "input arrays (.npz) named after the model inputs, and the labels", "D.npz"},
+      {"out", true, "where to write 'loss' and 'grad/<parameter>' (.npz)", "G.npz"},
+  };
+  for (auto& l : loss_flags()) flags.push_back(l);
+  flags.push_back({"freeze", true, "give no gradient to parameters matching this glob (comma-separated for several)",
+                   "PATTERN"});
+  flags.push_back({"batch-size", true, "use the first B samples (default: every sample)", "B"});
+  flags.push_back({"device", true, "auto|cpu|cuda (default auto)", "DEVICE"});
+  flags.push_back({"help", false, "show this help"});
+  cli::Args args("otter-train grad", flags);
+  if (!parse_command(args, argc, argv, kGradUsage)) return 0;
+  const std::string model = model_argument(args, "grad");
+  const std::string data_path = required(args, "grad", "data", "D.npz");
+  const std::string out_path = required(args, "grad", "out", "G.npz");
+  TrainingPipelineOptions p;
+  read_loss_flags(args, p);
+  if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
+  std::unique_ptr<Device> cuda;
+  Device& device = pick_device(args.get("device", "auto"), cuda);
+
+  auto g = import_onnx_file(model);
+  CpuConstantEvaluator evaluator;
+  PassContext ctx;
+  ctx.evaluator = &evaluator;
+  PassManager pm(ctx);
+  pm.add_pipeline(gradient_pipeline(p));
+  pm.run(*g);
+  auto feeds = first_batch(*g, data_path, args);
+  ExecutorOptions eo;
+  eo.device = &device;
+  Executor ex(*g, eo);
+  auto outputs = ex.run(feeds);
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.emplace_back("loss", device.to_host(outputs.at(loss_value_name(p))));
+  for (const auto& [param, grad] : g->gradients)
+    out.emplace_back("grad/" + param->name(), device.to_host(outputs.at(grad->name())));
+  write_npz(out_path, out);
+  std::printf("loss %.6g; wrote %zu parameter gradient%s to %s\n", out[0].second.get_as_double(0),
+              g->gradients.size(), g->gradients.size() == 1 ? "" : "s", out_path.c_str());
+  return 0;
+}
+
 int cmd_kernels(int argc, char** argv) {
   cli::Args args("otter-train kernels", {
       {"format", true, "text|tsv (default text)", "FORMAT"},
@@ -502,9 +563,10 @@ int run(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "train") return cmd_train(argc, argv);
   if (cmd == "eval") return cmd_eval(argc, argv);
+  if (cmd == "grad") return cmd_grad(argc, argv);
   if (cmd == "predict") return cmd_predict(argc, argv);
   if (cmd == "kernels") return cmd_kernels(argc, argv);
-  fail("unknown command '", cmd, "' (commands: train, eval, predict, kernels; see otter-train --help)");
+  fail("unknown command '", cmd, "' (commands: train, eval, grad, predict, kernels; see otter-train --help)");
 }
 
 }  // namespace

@@ -562,27 +562,33 @@ void grad_dropout(GradContext& c) {
   c.set_grad_input(0, c.emit_otter("DropoutGrad", {dy, c.output(1), c.input(1), training}));
 }
 
+// The fused loss gradient op `op`(dL, scores, labels, weights?) -> dScores?, dWeights?.
+std::vector<Value*> loss_grad(GradContext& c, const std::string& op) {
+  std::vector<bool> want = {c.needs_grad(0), c.node().has_input(2) && c.needs_grad(2)};
+  Value* dl = c.grad_output(0);
+  if (!dl || (!want[0] && !want[1])) return {nullptr, nullptr};
+  return c.emit_some(op, {dl, c.input(0), c.input(1), c.input(2)}, want,
+                     c.forward_attrs({"reduction", "ignore_index"}), kOtterDomain);
+}
+
 // SoftmaxCrossEntropyLoss: SoftmaxCrossEntropyLossGrad computes (softmax - onehot) * weight / norm
-// in one pass; a gradient reaching the log_prob output adds through LogSoftmaxGrad. Labels carry
-// no gradient; class weights are not differentiated (an error when they would need to be).
+// in one pass (and the class weights' gradient when they need one); a gradient reaching the
+// log_prob output adds through LogSoftmaxGrad. Labels carry no gradient.
 void grad_sce(GradContext& c) {
-  if (c.needs_grad(2)) c.unsupported("the class weights (input 2) would need a gradient");
-  Value* total = nullptr;
-  if (Value* dl = c.grad_output(0))
-    total = c.emit_otter("SoftmaxCrossEntropyLossGrad", {dl, c.input(0), c.input(1), c.input(2)},
-                         c.forward_attrs({"reduction", "ignore_index"}));
-  if (Value* dlp = c.grad_output(1)) {
+  std::vector<Value*> g = loss_grad(c, "SoftmaxCrossEntropyLossGrad");
+  Value* total = g[0];
+  if (Value* dlp = c.grad_output(1); dlp && c.needs_grad(0)) {
     Value* t = c.emit_otter("LogSoftmaxGrad", {dlp, c.output(1)}, {{"axis", Attribute(int64_t{1})}});
     total = total ? c.emit("Add", {total, t}) : t;
   }
   c.set_grad_input(0, total);
+  c.set_grad_input(2, g[1]);
 }
 
 void grad_nll(GradContext& c) {
-  if (c.needs_grad(2)) c.unsupported("the class weights (input 2) would need a gradient");
-  c.set_grad_input(0, c.emit_otter("NegativeLogLikelihoodLossGrad",
-                                   {c.grad_output(0), c.input(0), c.input(1), c.input(2)},
-                                   c.forward_attrs({"reduction", "ignore_index"})));
+  std::vector<Value*> g = loss_grad(c, "NegativeLogLikelihoodLossGrad");
+  c.set_grad_input(0, g[0]);
+  c.set_grad_input(2, g[1]);
 }
 
 // ---- gradient ops (ai.otter) --------------------------------------------------------------------
@@ -627,12 +633,16 @@ void infer_softmax_grad(InferContext& ctx) {
 }
 
 void infer_loss_grad(InferContext& ctx) {
-  infer::check_arity(ctx, 3, 4);
+  infer::check_arity(ctx, 3, 4, 1, 2);
   infer::check_float(ctx, 0);
   infer::check_same_type(ctx, 0, 1);
   infer::check_type(ctx, 2, Types::kIndex);
   infer::check_same_type(ctx, 0, 3);
-  infer::same_as_input(ctx, 1);
+  if (ctx.has_output(0)) infer::same_as_input(ctx, 1, 0);
+  if (ctx.has_output(1)) {
+    if (!ctx.has_input(3)) ctx.error("output 1 (dWeights) needs input 3 (weights)");
+    infer::same_as_input(ctx, 3, 1);
+  }
 }
 
 void register_nn_grad_ops(OpTable& t) {
@@ -655,11 +665,11 @@ void register_nn_grad_ops(OpTable& t) {
   infer::add_otter_op(t, "LogSoftmaxGrad", infer_softmax_grad, P::kFp32,
                       "LogSoftmaxGrad(dY, Y) {axis}: dY - exp(Y) * sum(dY, axis)");
   infer::add_otter_op(t, "SoftmaxCrossEntropyLossGrad", infer_loss_grad, P::kFp32,
-                      "SoftmaxCrossEntropyLossGrad(dL, scores, labels, weights?) {reduction, ignore_index}: "
-                      "(softmax(scores) - onehot(labels)) * weight * dL / norm");
+                      "SoftmaxCrossEntropyLossGrad(dL, scores, labels, weights?) {reduction, ignore_index} -> "
+                      "dScores?, dWeights?: (softmax(scores) - onehot(labels)) * weight * dL / norm");
   infer::add_otter_op(t, "NegativeLogLikelihoodLossGrad", infer_loss_grad, P::kFp32,
-                      "NegativeLogLikelihoodLossGrad(dL, input, labels, weights?) {reduction, ignore_index}: "
-                      "-weight * dL / norm at each label, 0 elsewhere");
+                      "NegativeLogLikelihoodLossGrad(dL, input, labels, weights?) {reduction, ignore_index} -> "
+                      "dInput?, dWeights?: -weight * dL / norm at each label, 0 elsewhere");
   // A column's sum is read before any of its dX is written: dX may take over dY's buffer.
   for (const char* op : {"SoftmaxGrad", "LogSoftmaxGrad"}) t.mutable_find(kOtterDomain, op, 1)->inplace = true;
 }

@@ -98,12 +98,19 @@ Reduced reduced_axes(GradContext& c, bool axes_input) {
   return r;
 }
 
+// The reduced axes as an int64 tensor: the node's own axes input when axes are a runtime input,
+// else one constant made on first use; nullptr when every axis is reduced.
+Value* axes_tensor(GradContext& c, Reduced& r) {
+  if (!r.axes_value && r.axes && !r.axes->empty()) r.axes_value = c.ints(*r.axes);
+  return r.axes_value;
+}
+
 // v (the reduction's output or its gradient) with the reduced axes restored as size 1, so that it
 // broadcasts against X.
-Value* keep_dims(GradContext& c, const Reduced& r, Value* v) {
+Value* keep_dims(GradContext& c, Reduced& r, Value* v) {
   if (r.keepdims || (r.axes && r.axes->empty())) return v;
   if (!r.axes) c.unsupported("keepdims=0 with axes that are not constant");
-  return c.emit("Unsqueeze", {v, c.ints(*r.axes)});
+  return c.emit("Unsqueeze", {v, axes_tensor(c, r)});
 }
 
 GradFn grad_reduce_sum(bool axes_input) {
@@ -132,8 +139,7 @@ GradFn grad_reduce_max(bool axes_input) {
     Value *dy = c.grad_output(0), *x = c.input(0);
     if (r.identity) return c.set_grad_input(0, dy);
     Value* mask = c.cast(c.emit("Equal", {x, keep_dims(c, r, c.output(0))}), x->dtype());
-    Value* axes = r.axes_value ? r.axes_value : (r.axes->empty() ? nullptr : c.ints(*r.axes));
-    Value* count = c.emit("ReduceSum", {mask, axes}, {{"keepdims", Attribute(int64_t{1})}});
+    Value* count = c.emit("ReduceSum", {mask, axes_tensor(c, r)}, {{"keepdims", Attribute(int64_t{1})}});
     c.set_grad_input(0, c.emit("Div", {c.emit("Mul", {mask, keep_dims(c, r, dy)}), count}));
   };
 }

@@ -88,7 +88,7 @@ class SoftmaxGradKernel : public Kernel {
 //   g_p = dL / sum of the counted weights (mean), dL (sum), dL[p] (none)
 //   SCE:  dX[n, c, d] = (softmax(x)[c] - [c == l]) * w * g_p
 //   NLL:  dX[n, l, d] = -w * g_p, 0 elsewhere
-// Ignored positions get 0.
+// Ignored positions get 0. Output 1, when present, is the gradient of the class weights.
 class LossGradKernel : public Kernel {
  public:
   LossGradKernel(const Node& n, bool softmax)
@@ -144,24 +144,23 @@ class LossGradKernel : public Kernel {
     }
     const T* pdl = dl.data<T>();
     const double scale = reduction_ == "mean" ? 1.0 / wsum : 1.0;
-    Tensor& dxt = ctx.allocate_output(0, x.dtype(), x.dims());
-    T* dx = dxt.data<T>();
+    T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
     const T* px = x.data<T>();
+    loss_.assign(static_cast<size_t>(positions), 0.0);
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
     for (int64_t p = 0; p < positions; ++p) {
       const int64_t nb = p / inner, d = p % inner;
       const T* xs = px + nb * classes * inner + d;  // class c at xs[c * inner]
-      T* gs = dx + nb * classes * inner + d;
-      if (!counted(p)) {
+      T* gs = dx ? dx + nb * classes * inner + d : nullptr;
+      if (gs)
         for (int64_t c = 0; c < classes; ++c) gs[c * inner] = T(0);
-        continue;
-      }
+      if (!counted(p)) continue;
       const int64_t l = static_cast<int64_t>(pl[p]);
       const double w = pw ? static_cast<double>(pw[l]) : 1.0;
       const double g = static_cast<double>(none ? pdl[p] : pdl[0]) * scale * w;
       if (!softmax_) {
-        for (int64_t c = 0; c < classes; ++c) gs[c * inner] = T(0);
-        gs[l * inner] = static_cast<T>(-g);
+        loss_[p] = -static_cast<double>(xs[l * inner]);
+        if (gs) gs[l * inner] = static_cast<T>(-g);
         continue;
       }
       T mx = -std::numeric_limits<T>::infinity();
@@ -169,18 +168,43 @@ class LossGradKernel : public Kernel {
       if (std::isinf(mx) && mx < 0) mx = 0;
       double sum = 0;
       for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
+      loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
+      if (!gs) continue;
       const double inv = 1.0 / sum;
       for (int64_t c = 0; c < classes; ++c) {
         const double prob = std::exp(static_cast<double>(xs[c * inner] - mx)) * inv;
         gs[c * inner] = static_cast<T>((prob - (c == l ? 1.0 : 0.0)) * g);
       }
     }
+    if (ctx.has_output(1)) weights_grad<T, L>(ctx, pl, pw, pdl, positions, classes, wsum, counted);
+  }
+
+  // dWeights[c] from the per-position losses l_p (ignored positions excluded): sum: dL * sum l_p,
+  // none: sum dL_p * l_p, mean (L = sum w l / W): dL * sum (l_p - L) / W, over positions labelled c.
+  template <typename T, typename L, typename C>
+  void weights_grad(KernelContext& ctx, const L* pl, const T* pw, const T* pdl, int64_t positions, int64_t classes,
+                    double wsum, C counted) {
+    if (!pw) ctx.error("a weights gradient needs the weights input");
+    const bool none = reduction_ == "none", mean = reduction_ == "mean";
+    double total = 0;
+    for (int64_t p = 0; p < positions; ++p)
+      if (counted(p)) total += pw[pl[p]] * loss_[p];
+    const double mean_loss = total / wsum;
+    std::vector<double> dw(static_cast<size_t>(classes), 0.0);
+    for (int64_t p = 0; p < positions; ++p) {
+      if (!counted(p)) continue;
+      const double g = static_cast<double>(none ? pdl[p] : pdl[0]);
+      dw[pl[p]] += mean ? g * (loss_[p] - mean_loss) / wsum : g * loss_[p];
+    }
+    T* out = ctx.allocate_output(1, ctx.input(3).dtype(), {classes}).template data<T>();
+    for (int64_t c = 0; c < classes; ++c) out[c] = static_cast<T>(dw[c]);
   }
 
   bool softmax_;
   bool has_ignore_;
   int64_t ignore_;
   std::string reduction_;
+  std::vector<double> loss_;  // per-position loss, kept between runs
 };
 
 // ---- BatchNormalizationGrad ---------------------------------------------------------------------

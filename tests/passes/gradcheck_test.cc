@@ -385,6 +385,15 @@ TEST(GradCheck, SoftmaxCrossEntropySumNoneWeights) {
     check_gradients_both({.op = "SoftmaxCrossEntropyLoss", .shapes = {{4, 5}, {}, {}},
                           .fixed = {{1, labels}, {2, weights}}, .attrs = {{"reduction", Attribute(red)}}});
 }
+// Class weights that are parameters get their gradient too (the loss's mean divides by their sum).
+TEST(GradCheck, LossClassWeightsGradient) {
+  auto init = [](int i, std::mt19937_64& rng) { return i == 2 ? uniform(rng, 0.5, 2.0) : uniform(rng, -1, 1); };
+  Tensor labels = i64({2, 3}, {1, 0, 4, 2, 4, -1});
+  for (const char* op : {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
+    for (const char* red : {"mean", "sum", "none"})
+      check_gradients_both({.op = op, .shapes = {{2, 5, 3}, {}, {5}}, .fixed = {{1, labels}},
+                            .attrs = {{"reduction", Attribute(red)}, {"ignore_index", int_attr(-1)}}, .init = init});
+}
 TEST(GradCheck, SoftmaxCrossEntropyIgnoreIndexSpatial) {
   // [N, C, d1, d2] scores; positions labelled ignore_index get no gradient and leave the mean.
   Tensor labels = i64({2, 2, 3}, {1, -100, 0, 2, 2, 1, 0, 0, -100, 1, 2, 2});

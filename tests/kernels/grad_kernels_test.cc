@@ -1,0 +1,166 @@
+// CPU kernels of the ai.otter gradient ops beyond what the float64 gradient checks reach: the
+// derivative functors in float32, float16 and bfloat16 against closed forms evaluated in double,
+// ClipGrad's bound gradients, DropoutGrad's modes, GatherGrad's scatter-add with int32 indices, and
+// ConvGrad on images large enough to be processed in several chunks, against a direct sum.
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "kernels/common/half.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace otter::testing {
+namespace {
+
+Tensor random_f32(std::vector<int64_t> dims, uint64_t seed, double lo = -3, double hi = 3) {
+  Tensor t(DataType::kFloat32, std::move(dims));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(u(rng));
+  return t;
+}
+
+// The tensor rounded to `t` (f32 -> f16 / bf16 / f32).
+Tensor rounded(const Tensor& x, DataType t) {
+  if (t == DataType::kFloat32) return x;
+  Tensor out(t, x.dims());
+  auto* p = static_cast<uint16_t*>(out.raw());
+  for (int64_t i = 0; i < x.numel(); ++i)
+    p[i] = t == DataType::kFloat16 ? float_to_half(x.data<float>()[i]) : float_to_bf16(x.data<float>()[i]);
+  return out;
+}
+
+struct Derivative {
+  const char* op;
+  std::map<std::string, Attribute> attrs;
+  bool reads_output;                          // the op reads Y = f(X) instead of X
+  std::function<double(double)> forward;      // f, to make Y
+  std::function<double(double)> derivative;   // f'(x)
+};
+
+double gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+
+TEST(GradKernels, DerivativesMatchClosedFormsInEveryFloatType) {
+  auto sigmoid = [](double x) { return 1 / (1 + std::exp(-x)); };
+  const std::vector<Derivative> cases = {
+      {"ReluGrad", {}, true, [](double x) { return x > 0 ? x : 0; }, [](double x) { return x > 0 ? 1.0 : 0.0; }},
+      {"LeakyReluGrad", {{"alpha", Attribute(0.2f)}}, false, nullptr, [](double x) { return x >= 0 ? 1.0 : 0.2; }},
+      {"SigmoidGrad", {}, true, sigmoid, [=](double x) { return sigmoid(x) * (1 - sigmoid(x)); }},
+      {"TanhGrad", {}, true, [](double x) { return std::tanh(x); }, [](double x) { return 1 - std::tanh(x) * std::tanh(x); }},
+      {"ErfGrad", {}, false, nullptr, [](double x) { return 2 / std::sqrt(M_PI) * std::exp(-x * x); }},
+      {"SoftplusGrad", {}, false, nullptr, sigmoid},
+      {"AbsGrad", {}, false, nullptr, [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }},
+      {"GeluGrad", {}, false, nullptr,
+       [](double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI); }},
+      {"GeluGrad", {{"approximate", Attribute("tanh")}}, false, nullptr,
+       [](double x) { return (gelu_tanh(x + 1e-6) - gelu_tanh(x - 1e-6)) / 2e-6; }},
+  };
+  const Tensor x = random_f32({257}, 1);
+  const Tensor dy = random_f32({257}, 2, -1, 1);
+  for (const Derivative& d : cases) {
+    for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+      // Inputs rounded to t; the reference works on those rounded values in double.
+      Tensor xt = rounded(x, t), dyt = rounded(dy, t), vt = xt;
+      if (d.reads_output) {
+        Tensor y(DataType::kFloat32, x.dims());
+        for (int64_t i = 0; i < x.numel(); ++i) y.data<float>()[i] = static_cast<float>(d.forward(xt.get_as_double(i)));
+        vt = rounded(y, t);
+      }
+      Tensor got = run_op({.op = d.op, .inputs = {dyt, vt}, .attrs = d.attrs, .domain = "ai.otter"})[0];
+      ASSERT_EQ(got.dtype(), t);
+      double worst = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        double want = dyt.get_as_double(i) * d.derivative(xt.get_as_double(i));
+        worst = std::max(worst, std::abs(got.get_as_double(i) - want));
+      }
+      // One rounding of the result (and of Y where the op reads it) in the storage type.
+      double tol = t == DataType::kFloat32 ? 2e-6 : t == DataType::kFloat16 ? 4e-3 : 3e-2;
+      EXPECT_LE(worst, tol) << d.op << " in " << dtype_name(t);
+    }
+  }
+}
+
+TEST(GradKernels, ClipGradSumsWhatFellOutsideTheBounds) {
+  Tensor x = Tensor::from_vector<float>({5}, {-2, -0.5f, 0, 0.7f, 3});
+  Tensor dy = Tensor::from_vector<float>({5}, {1, 2, 3, 4, 5});
+  Tensor lo = Tensor::scalar<float>(-1), hi = Tensor::scalar<float>(0.5f);
+  auto out = run_op({.op = "ClipGrad", .inputs = {dy, x, lo, hi}, .num_outputs = 3, .domain = "ai.otter"});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{0, 2, 3, 0, 0}));
+  EXPECT_EQ(out[1].get_as_double(0), 1.0);  // -2 < min
+  EXPECT_EQ(out[2].get_as_double(0), 9.0);  // 0.7 and 3 > max
+}
+
+TEST(GradKernels, DropoutGradScalesKeptElementsInTrainingOnly) {
+  Tensor dy = Tensor::from_vector<float>({4}, {1, 2, 3, 4});
+  Tensor mask(DataType::kBool, {4});
+  mask.data<bool>()[0] = mask.data<bool>()[2] = true;
+  Tensor ratio = Tensor::scalar<float>(0.75f);
+  Tensor on(DataType::kBool, {}), off(DataType::kBool, {});
+  on.data<bool>()[0] = true;
+  auto train = run_op({.op = "DropoutGrad", .inputs = {dy, mask, ratio, on}, .domain = "ai.otter"});
+  EXPECT_EQ(values<float>(train[0]), (std::vector<float>{4, 0, 12, 0}));
+  auto eval = run_op({.op = "DropoutGrad", .inputs = {dy, mask, ratio, off}, .domain = "ai.otter"});
+  EXPECT_EQ(values<float>(eval[0]), (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(GradKernels, GatherGradAddsRepeatedIndices) {
+  Tensor dy = Tensor::from_vector<float>({2, 3, 2}, {1, 2, 3, 4, 5, 6, 10, 20, 30, 40, 50, 60});
+  Tensor idx = Tensor::from_vector<int32_t>({3}, {2, 0, -1});  // -1 is row 2 again
+  Tensor shape = Tensor::from_vector<int64_t>({3}, {2, 3, 2});
+  auto out = run_op({.op = "GatherGrad", .inputs = {dy, shape, idx}, .attrs = {{"axis", Attribute(int64_t{1})}},
+                     .domain = "ai.otter"});
+  EXPECT_EQ(values<float>(out[0]), (std::vector<float>{3, 4, 0, 0, 6, 8, 30, 40, 0, 0, 60, 80}));
+}
+
+// A direct evaluation of the convolution's gradients (stride 1, padding 1, 3x3, one group).
+void direct_conv_grads(const Tensor& dy, const Tensor& x, const Tensor& w, std::vector<double>& dx,
+                       std::vector<double>& dw) {
+  const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3), m = w.dim(0);
+  dx.assign(static_cast<size_t>(x.numel()), 0);
+  dw.assign(static_cast<size_t>(w.numel()), 0);
+  const float *px = x.data<float>(), *pw = w.data<float>(), *pg = dy.data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < m; ++o)
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < wd; ++j) {
+          const double g = pg[((b * m + o) * h + i) * wd + j];
+          for (int64_t k = 0; k < c; ++k)
+            for (int64_t u = 0; u < 3; ++u)
+              for (int64_t v = 0; v < 3; ++v) {
+                const int64_t ii = i + u - 1, jj = j + v - 1;
+                if (ii < 0 || ii >= h || jj < 0 || jj >= wd) continue;
+                const int64_t xi = ((b * c + k) * h + ii) * wd + jj, wi = ((o * c + k) * 3 + u) * 3 + v;
+                dx[xi] += g * pw[wi];
+                dw[wi] += g * px[xi];
+              }
+        }
+}
+
+TEST(GradKernels, ConvGradOverSeveralImageChunks) {
+  // 576 columns x 4096 positions per image: the column buffer holds one image at a time, so the
+  // three images are three chunks accumulating into dW.
+  Tensor x = random_f32({3, 64, 64, 64}, 3, -1, 1), w = random_f32({2, 64, 3, 3}, 4, -1, 1);
+  Tensor dy = random_f32({3, 2, 64, 64}, 5, -1, 1);
+  auto out = run_op({.op = "ConvGrad", .inputs = {dy, x, w},
+                     .attrs = {{"pads", Attribute(std::vector<int64_t>{1, 1, 1, 1})}}, .num_outputs = 3,
+                     .domain = "ai.otter"});
+  std::vector<double> dx, dw;
+  direct_conv_grads(dy, x, w, dx, dw);
+  auto rel = [](const Tensor& got, const std::vector<double>& want) {
+    double diff = 0, scale = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      diff = std::max(diff, std::abs(got.get_as_double(i) - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    return diff / scale;
+  };
+  EXPECT_LE(rel(out[0], dx), 1e-5);
+  EXPECT_LE(rel(out[1], dw), 1e-5);
+  double db0 = 0;
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t k = 0; k < 64 * 64; ++k) db0 += dy.data<float>()[(i * 2) * 4096 + k];
+  EXPECT_NEAR(out[2].get_as_double(0), db0, 1e-3);
+}
+
+}  // namespace
+}  // namespace otter::testing

@@ -1,0 +1,283 @@
+// otter-bench: train-step time and peak memory of a model, optionally side by side with PyTorch
+// eager on the same weights, batches, optimizer, precision and thread count (one invocation, so
+// both run on the same machine at the same time of day; compare the ratio, not the milliseconds).
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <optional>
+#include <sstream>
+#include <unistd.h>
+
+#include "graph/error.h"
+#include "runtime/json.h"
+#include "runtime/npz.h"
+#include "runtime/training_session.h"
+#include "tools/cli.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+using namespace otter;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kUsage =
+    "usage: otter-bench MODEL [options]\n"
+    "\n"
+    "Times optimizer steps of MODEL (median and spread over --steps steps after --warmup) and reports\n"
+    "peak memory. MODEL is a path to an .onnx file or one of the benchmark models: mlp, cnn, gpt,\n"
+    "resnet18, gpt_large (models/bench/README.md), or 'all'. Batches are seeded random inputs and\n"
+    "labels; with --vs-torch the same batches train the PyTorch module the model was exported from\n"
+    "(models/bench/torch_bench.py) in the same invocation and the ratio is printed.\n"
+    "\n"
+    "options:\n";
+
+struct BenchModel {
+  std::string name, path;
+  int64_t batch;
+};
+
+// The benchmark models of models/bench/README.md with their default micro-batch.
+const std::vector<BenchModel> kModels = {
+    {"mlp", "digits/mlp.onnx", 64},         {"cnn", "digits/cnn.onnx", 64},
+    {"gpt", "gpt/gpt.onnx", 32},            {"resnet18", "resnet18/resnet18.onnx", 16},
+    {"gpt_large", "bench/gpt_large.onnx", 8},
+};
+
+struct Timing {
+  double median = 0, min = 0, max = 0;
+};
+
+Timing summarize(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  size_t n = ms.size();
+  double median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  return {median, ms.front(), ms.back()};
+}
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+// The class count: the last dim of the scores the cross-entropy loss reads.
+int64_t class_count(const Graph& g) {
+  for (const auto& n : g.nodes())
+    if (n->op_type() == "SoftmaxCrossEntropyLoss" && n->input(0)->shape().is_static())
+      return n->input(0)->shape().dims.back().value;
+  fail("otter-bench: cannot tell the class count (no cross-entropy loss over static scores)");
+}
+
+// `count` seeded random samples for every batch input: floats uniform in [0, 1), integers (tokens,
+// labels) uniform in [0, classes).
+std::map<std::string, Tensor> random_samples(const TrainingSession& s, int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t classes = class_count(s.graph());
+  std::map<std::string, Tensor> out;
+  for (const Value* in : s.batch_inputs()) {
+    std::vector<int64_t> dims = in->shape().static_dims();
+    dims[0] = count;
+    Tensor t(in->dtype(), dims);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (in->dtype() == DataType::kFloat32) t.data<float>()[i] = std::uniform_real_distribution<float>(0, 1)(rng);
+      else if (in->dtype() == DataType::kInt64) t.data<int64_t>()[i] = static_cast<int64_t>(rng() % classes);
+      else fail("otter-bench: input '", in->name(), "' has type ", dtype_name(in->dtype()), " (float32 or int64 expected)");
+    }
+    out[in->name()] = t;
+  }
+  return out;
+}
+
+// Rows [begin, begin + count) of every array, as views.
+std::map<std::string, Tensor> rows(const std::map<std::string, Tensor>& data, int64_t begin, int64_t count) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : data) {
+    std::vector<int64_t> dims = t.dims();
+    const size_t row = t.nbytes() / static_cast<size_t>(dims[0]);
+    dims[0] = count;
+    out[name] = Tensor(t.dtype(), dims, t.storage(), t.offset() + static_cast<size_t>(begin) * row);
+  }
+  return out;
+}
+
+// One framework's figures.
+struct Result {
+  std::string framework, device;
+  Timing ms;
+  int64_t peak_bytes = 0, peak_rss_bytes = 0;
+  double final_loss = 0;
+};
+
+struct Settings {
+  int64_t batch, accum, steps, warmup, threads;
+  std::string precision, optimizer, device;
+  double lr;
+};
+
+Result bench_otter(const BenchModel& m, const Settings& st, const std::string& data_path) {
+  TrainingOptions o;
+  o.batch_size = st.batch;
+  o.pipeline.accum = st.accum;
+  o.pipeline.precision = st.precision;
+  o.pipeline.optimizer.type = st.optimizer;
+  o.pipeline.optimizer.lr = st.lr;
+  o.device = st.device;
+  auto session = TrainingSession::create(m.path, o);
+  const int64_t per_step = session->global_batch();
+  auto data = random_samples(*session, per_step * 4, 1);  // four distinct global batches, cycled
+  write_npz(data_path, std::vector<std::pair<std::string, Tensor>>(data.begin(), data.end()));
+  reset_host_peak_bytes();
+  std::vector<double> ms;
+  Result r{"otter", session->device().describe()};
+  for (int64_t s = 0; s < st.warmup + st.steps; ++s) {
+    auto batch = rows(data, (s % 4) * per_step, per_step);
+    auto t0 = std::chrono::steady_clock::now();
+    r.final_loss = session->train_step(batch).loss;  // returns after the step's metrics reached the host
+    auto t1 = std::chrono::steady_clock::now();
+    if (s >= st.warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  r.ms = summarize(ms);
+  r.peak_bytes = static_cast<int64_t>(session->device().peak_bytes());
+  r.peak_rss_bytes = peak_rss_bytes();
+  return r;
+}
+
+Result bench_torch(const BenchModel& m, const Settings& st, const std::string& data_path, const std::string& root) {
+  std::ostringstream cmd;
+  cmd << "/usr/bin/python3 '" << root << "/models/bench/torch_bench.py' --model " << m.name << " --data '" << data_path
+      << "' --batch " << st.batch << " --accum " << st.accum << " --steps " << st.steps << " --warmup " << st.warmup
+      << " --threads " << st.threads << " --optimizer " << st.optimizer << " --lr " << st.lr << " --precision "
+      << st.precision << " --device " << st.device;
+  FILE* p = popen(cmd.str().c_str(), "r");
+  OTTER_CHECK(p, "otter-bench: cannot start ", cmd.str());
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  OTTER_CHECK(rc == 0, "otter-bench: the PyTorch side failed (exit status ", rc, "): ", cmd.str());
+  auto j = parse_flat_json(out, "torch_bench.py output");
+  auto num = [&](const char* k) { return std::stod(j.at(k)); };
+  Result r{j.at("framework"), j.at("device")};
+  r.ms = {num("ms_per_step"), num("ms_min"), num("ms_max")};
+  r.peak_bytes = static_cast<int64_t>(num("peak_bytes"));
+  r.peak_rss_bytes = static_cast<int64_t>(num("peak_rss_bytes"));
+  r.final_loss = num("final_loss");
+  return r;
+}
+
+std::string mib(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return b;
+}
+
+void print_row(const Result& r) {
+  std::printf("  %-16s %9.2f ms/step (min %.2f, max %.2f)  peak %s, process RSS %s\n", r.framework.c_str(),
+              r.ms.median, r.ms.min, r.ms.max, mib(r.peak_bytes).c_str(), mib(r.peak_rss_bytes).c_str());
+}
+
+std::string json_line(const BenchModel& m, const Settings& st, const Result& mine, const Result* torch) {
+  JsonObject j;
+  j.add("model", m.name).add("device", mine.device).add("precision", st.precision).add("batch", st.batch);
+  j.add("accum", st.accum).add("threads", st.threads).add("steps", st.steps).add("optimizer", st.optimizer);
+  j.add("ms_per_step", mine.ms.median).add("ms_min", mine.ms.min).add("ms_max", mine.ms.max);
+  j.add("peak_bytes", mine.peak_bytes).add("peak_rss_bytes", mine.peak_rss_bytes).add("final_loss", mine.final_loss);
+  if (torch) {
+    j.add("torch", torch->framework).add("torch_ms_per_step", torch->ms.median).add("torch_ms_min", torch->ms.min);
+    j.add("torch_ms_max", torch->ms.max).add("torch_peak_bytes", torch->peak_bytes);
+    j.add("torch_peak_rss_bytes", torch->peak_rss_bytes).add("torch_final_loss", torch->final_loss);
+    j.add("ratio", mine.ms.median / torch->ms.median);
+  }
+  return j.str();
+}
+
+int run(int argc, char** argv) {
+  cli::Args args("otter-bench", {
+      {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8)", "B"},
+      {"accum", true, "micro-batches per optimizer step K (default 1)", "K"},
+      {"precision", true, "fp32|fp16|bf16 (default fp32)", "P"},
+      {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "OPT"},
+      {"lr", true, "learning rate (default 1e-3)", "LR"},
+      {"steps", true, "timed optimizer steps (default 20)", "N"},
+      {"warmup", true, "untimed steps first (default 3)", "W"},
+      {"device", true, "cpu|cuda (default cpu)", "DEV"},
+      {"threads", true, "CPU threads for otter and PyTorch (default: OpenMP's)", "T"},
+      {"vs-torch", false, "also run PyTorch eager on the same batches and print the ratio"},
+      {"json", false, "print one JSON object per model (otter, torch, ratio)"},
+      {"help", false, "show this help"},
+  });
+  args.parse(argc, argv, 1);
+  if (args.has("help") || args.positional().empty()) {
+    std::cout << kUsage << args.help();
+    return args.has("help") ? 0 : 1;
+  }
+  OTTER_CHECK(args.positional().size() == 1, "otter-bench: expected one MODEL (see otter-bench --help)");
+  if (args.has("threads")) {
+    int t = static_cast<int>(args.get_int("threads", 1));
+    OTTER_CHECK(t >= 1, "otter-bench: --threads must be >= 1");
+    omp_set_num_threads(t);
+  }
+  openblas_set_num_threads(omp_get_max_threads());
+  const std::string root = OTTER_SOURCE_DIR;
+  std::vector<BenchModel> models;
+  const std::string& want = args.positional()[0];
+  for (const BenchModel& m : kModels)
+    if (want == "all" || want == m.name) models.push_back({m.name, root + "/models/" + m.path, m.batch});
+  if (models.empty()) {
+    OTTER_CHECK(fs::exists(want), "otter-bench: '", want, "' is neither a file nor a benchmark model (mlp, cnn, gpt, ",
+                "resnet18, gpt_large, all)");
+    OTTER_CHECK(!args.has("vs-torch"), "otter-bench: --vs-torch needs a benchmark model by name");
+    models.push_back({fs::path(want).stem().string(), want, 32});
+  }
+  for (const BenchModel& m : models)
+    OTTER_CHECK(fs::exists(m.path), "otter-bench: ", m.path, " is missing: make it with /usr/bin/python3 ",
+                "models/export_models.py --only ", m.name);
+  Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
+              args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
+              args.get_float("lr", 1e-3)};
+  OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
+              "--warmup >= 0");
+  OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
+  const fs::path tmp = fs::temp_directory_path() / ("otter-bench-" + std::to_string(getpid()));
+  fs::create_directories(tmp);
+  for (const BenchModel& m : models) {
+    st.batch = args.get_int("batch", m.batch);
+    const std::string data = (tmp / (m.name + ".npz")).string();
+    Result mine = bench_otter(m, st, data);
+    std::optional<Result> theirs;
+    if (args.has("vs-torch")) theirs = bench_torch(m, st, data, root);
+    if (args.has("json")) {
+      std::cout << json_line(m, st, mine, theirs ? &*theirs : nullptr) << std::endl;
+      continue;
+    }
+    std::printf("%s (batch %lld, accum %lld, %s, %s, %lld threads)\n", m.name.c_str(), static_cast<long long>(st.batch),
+                static_cast<long long>(st.accum), st.precision.c_str(), st.optimizer.c_str(),
+                static_cast<long long>(st.threads));
+    print_row(mine);
+    if (theirs) {
+      print_row(*theirs);
+      std::printf("  otter / torch step time: %.2f\n", mine.ms.median / theirs->ms.median);
+    }
+    std::fflush(stdout);
+  }
+  fs::remove_all(tmp);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
