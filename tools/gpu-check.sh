@@ -7,14 +7,14 @@
 #   run{carry: [".gpu"], command: "bash tools/gpu-check.sh", timeout_s: ...}
 #
 # Environment: OUT (default ./gpu-out), OTTER_GPU_TEST_TIMEOUT (seconds, default 420),
-# OTTER_GPU_BENCH_TIMEOUT (default 300).
+# OTTER_GPU_BENCH_TIMEOUT (seconds per benchmark run, default 120).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 OUT=${OUT:-$root/gpu-out}
 mkdir -p "$OUT"
 test_timeout=${OTTER_GPU_TEST_TIMEOUT:-420}
-bench_timeout=${OTTER_GPU_BENCH_TIMEOUT:-300}
+bench_timeout=${OTTER_GPU_BENCH_TIMEOUT:-120}
 summary=()
 note() { summary+=("$*"); echo "gpu-check: $*"; }
 
@@ -77,10 +77,26 @@ note "cuda_tests: exit $rc, $passed passed, $failed failed, $skipped skipped (lo
 mapfile -t failures < <(grep '^\[  FAILED  \] .*(' "$OUT/cuda_tests.log" | head -40)
 for f in "${failures[@]}"; do note "  $f"; done
 
-# Benchmarks, where the pack has the driver (its own defaults: the benchmark models on CUDA).
+# Benchmarks, where the pack has the driver: train-step time and peak memory on CUDA, side by side
+# with PyTorch eager (--vs-torch, where this machine's /usr/bin/python3 has torch). otter-bench
+# reads models/ from the source path compiled into it: point that path at this copy of the tree.
 if [ -x "$work/bin/otter-bench" ]; then
-  timeout "$bench_timeout" "$work/bin/otter-bench" --device cuda >"$OUT/bench.log" 2>&1
-  note "otter-bench: exit $? (log: bench.log)"
+  src=$(sed -n 's/^source //p' "$work/MANIFEST")
+  if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
+  vs=--vs-torch
+  /usr/bin/python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1 || {
+    vs=""
+    note "no CUDA PyTorch at /usr/bin/python3: benchmarks without --vs-torch"
+  }
+  bench() {  # model precision accum
+    timeout "$bench_timeout" "$work/bin/otter-bench" "$1" --device cuda --precision "$2" --accum "$3" --json $vs \
+      >>"$OUT/bench.jsonl" 2>>"$OUT/bench.log" || note "otter-bench $1 $2 accum $3: exit $? (bench.log)"
+  }
+  for m in mlp cnn gpt; do bench "$m" fp32 1; done
+  bench gpt fp32 4
+  bench gpt bf16 1
+  bench gpt fp16 1
+  note "benchmarks: $(wc -l <"$OUT/bench.jsonl" 2>/dev/null || echo 0) results in bench.jsonl"
 else
   note "no otter-bench in the pack: benchmarks not run"
 fi

@@ -55,6 +55,7 @@ fi
   echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
   echo "packed $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
   echo "cuda $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p'), architectures 90"
+  echo "source $PWD"  # compiled into the binaries as OTTER_SOURCE_DIR
   (cd "$stage" && find . -type f -printf '%10s %p\n' | sort -k2)
 } >"$stage/MANIFEST"
 
