@@ -24,6 +24,10 @@ struct StridedIndexer {
 
   // Offsets of flat index i (row-major over dims) in each operand.
   OTTER_HD void offsets(int64_t i, int64_t (&off)[K]) const {
+    if (rank == 1) {  // the common merged case: no 64-bit division
+      for (int k = 0; k < K; ++k) off[k] = i * strides[k][0];
+      return;
+    }
     for (int k = 0; k < K; ++k) off[k] = 0;
     for (int d = rank - 1; d >= 0; --d) {
       const int64_t q = i / dims[d];
