@@ -1,5 +1,5 @@
-// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax)
-// and the sum over broadcast axes that SumToShape and the gradient ops use.
+// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax) and the sums over axes that
+// SumToShape, GlobalAveragePool and the gradient kernels use.
 //
 // An output element is the reduction over the reduced axes at its kept-axes position; two strided
 // indexers give the input offsets of both. Where consecutive outputs read consecutive memory (the
@@ -14,7 +14,6 @@
 
 namespace otter::cuda {
 namespace {
-
 
 template <typename S>
 using acc_t = std::conditional_t<std::is_floating_point_v<compute_type<S>>, double, int64_t>;
