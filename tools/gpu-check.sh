@@ -31,7 +31,7 @@ dirs=()
 find_dir() {
   local name=$1 d
   for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
-           /usr/lib/x86_64-linux-gnu /usr/lib64 "${dirs[@]}"; do
+           /usr/lib/x86_64-linux-gnu /usr/lib64 ${dirs[@]+"${dirs[@]}"}; do
     [ -e "$d/$name" ] && { echo "$d"; return; }
   done
   python3 - "$name" 2>/dev/null <<'EOF' && return
@@ -49,7 +49,7 @@ for lib in "${want[@]}"; do
   dirs+=("$d")
   note "$lib in $d"
 done
-libpath=$(printf '%s:' "${dirs[@]}" | awk -v RS=: '!seen[$0]++ && length' | paste -sd:)
+libpath=$(printf '%s:' ${dirs[@]+"${dirs[@]}"} | awk -v RS=: '!seen[$0]++ && length' | paste -sd:)
 export LD_LIBRARY_PATH="$work/lib${libpath:+:$libpath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OTTER_SOURCE_DIR=$root  # tests that read models/ find them in this copy of the tree
 
@@ -75,7 +75,7 @@ note "cuda_tests: exit $rc, $passed passed, $failed failed, $skipped skipped (lo
 [ "$rc" -eq 124 ] && note "cuda_tests timed out after ${test_timeout}s"
 [ "$skipped" -gt 0 ] && note "first skip reason: $(grep -m1 -A1 ': Skipped$' "$OUT/cuda_tests.log" | tail -1)"
 mapfile -t failures < <(grep '^\[  FAILED  \] .*(' "$OUT/cuda_tests.log" | head -40)
-for f in "${failures[@]}"; do note "  $f"; done
+for f in ${failures[@]+"${failures[@]}"}; do note "  $f"; done
 
 # Benchmarks, where the pack has the driver: train-step time and peak memory on CUDA, side by side
 # with PyTorch eager (--vs-torch, where this machine's /usr/bin/python3 has torch). otter-bench
