@@ -57,10 +57,17 @@ class KernelContext {
   // True on the first micro-step of an optimizer step: accumulating kernels then write their
   // accumulator instead of adding to it (no zeroing kernel).
   bool first_micro_step = true;
+  // A host copy of input i where the executor has one (constants of the graph, feeds given on the
+  // host), else null: device kernels read shape-like inputs (Reshape's shape) from it, no copy back.
+  const Tensor* host_input(int i) const {
+    return i >= 0 && i < static_cast<int>(host_inputs_.size()) ? host_inputs_[i] : nullptr;
+  }
+  void set_host_inputs(std::vector<const Tensor*> h) { host_inputs_ = std::move(h); }
 
  private:
   const Node& node_;
   std::vector<const Tensor*> inputs_;
+  std::vector<const Tensor*> host_inputs_;
   std::vector<Tensor*> outputs_;
   Allocator& alloc_;
 };

@@ -148,6 +148,10 @@ void check_feed(const Value* v, const Tensor& t, std::map<std::string, int64_t>&
 std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds,
                                             const std::vector<std::string>& extra_outputs) {
   std::vector<Tensor> slots(num_slots_);
+  // Host copies of what lives on another device: feeds given on the host and constant
+  // initializers, for kernels that need shape-like inputs on the host (see KernelContext).
+  const bool on_device = device_->type() != DeviceType::kCpu;
+  std::vector<const Tensor*> host_slots(on_device ? num_slots_ : 0, nullptr);
   std::map<std::string, int64_t> symbols;
   for (const Value* v : graph_.values()) {
     if (v->kind() == ValueKind::kNode) continue;
@@ -156,11 +160,13 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     if (it != feeds.end()) {
       check_feed(v, it->second, symbols);
       slots[sl] = device_->to_device(it->second);
+      if (on_device && it->second.on_host()) host_slots[sl] = &it->second;
     } else if (v->kind() == ValueKind::kInput) {
       if (read_[sl]) fail("missing input '", v->name(), "' (", v->type_string(), ")");
     } else if (read_[sl] && v->has_data()) {
       if (!resident_[sl].defined()) resident_[sl] = device_->to_device(v->data());
       slots[sl] = resident_[sl];
+      if (on_device && v->kind() == ValueKind::kInitializer && !v->trainable()) host_slots[sl] = &v->data();
     }
   }
   std::vector<int> extra_slots;
@@ -176,11 +182,12 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
                 "planned without it (make it a graph output before memory-plan)");
   }
 
-  std::vector<const Tensor*> ins;
+  std::vector<const Tensor*> ins, host_ins;
   std::vector<Tensor*> outs;
   for (Step& s : steps_) {
     ins.clear();
     outs.clear();
+    host_ins.clear();
     for (int sl : s.in_slots) ins.push_back(sl >= 0 ? &slots[sl] : nullptr);
     uint64_t preset = 0;
     for (size_t i = 0; i < s.out_slots.size(); ++i) {
@@ -191,8 +198,11 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
         preset |= uint64_t{1} << i;
       }
     }
+    if (on_device)
+      for (int sl : s.in_slots) host_ins.push_back(sl >= 0 ? host_slots[sl] : nullptr);
     KernelContext ctx(*s.node, ins, outs, device_->allocator());
     ctx.preset_outputs = preset;
+    ctx.set_host_inputs(host_ins);
     ctx.device = device_;
     ctx.rng = &rng_;
     ctx.first_micro_step = first_micro_step_;

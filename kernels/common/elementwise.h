@@ -67,12 +67,12 @@ struct PowOp {
     if constexpr (kIsFloatCompute<T>) {
       return math::pow(a, b);
     } else {
-      if (b < 0) {
-        if (a == 1) return 1;
-        if constexpr (std::is_signed_v<T>) {
+      if constexpr (std::is_signed_v<T>) {
+        if (b < 0) {
+          if (a == 1) return 1;
           if (a == -1) return (b % 2 == 0) ? T(1) : T(-1);
+          return 0;
         }
-        return 0;
       }
       using U = std::make_unsigned_t<T>;
       U result = 1, base = static_cast<U>(a);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/common/convert.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -189,21 +190,7 @@ class VariadicKernel : public Kernel {
   bool mean_;
 };
 
-// ---- Cast ---------------------------------------------------------------------------------------
-template <typename D, typename S>
-inline D cast_one(S v) {
-  if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
-    if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16> || std::is_same_v<S, float> ||
-                  std::is_same_v<S, bool> || std::is_same_v<S, int8_t> || std::is_same_v<S, uint8_t>) {
-      return store<D>(static_cast<float>(load(v)));  // exact in float, one rounding
-    } else {
-      return store<D>(double_to_float_round_odd(static_cast<double>(v)));
-    }
-  } else {
-    return convert_value<D>(load(v));
-  }
-}
-
+// ---- Cast (the conversion rule is cast_value of kernels/common/convert.h) ----------------------
 Tensor& cast_into(const Tensor& src, Tensor& dst) {
   if (src.dtype() == dst.dtype()) {
     if (src.nbytes() && src.raw() != dst.raw()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
@@ -216,7 +203,7 @@ Tensor& cast_into(const Tensor& src, Tensor& dst) {
       const S* x = static_cast<const S*>(src.raw());
       D* z = static_cast<D*>(dst.raw());
       cpu::parallel_ranges(src.numel(), [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) z[j] = cast_one<D>(x[j]);
+        for (int64_t j = b; j < e; ++j) z[j] = cast_value<D>(x[j]);
       });
     });
   });

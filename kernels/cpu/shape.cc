@@ -315,26 +315,8 @@ class SplitKernel : public Kernel {
     const int64_t a = normalize_axis(ctx, axis_, r);
     const int64_t dim = x.dims()[a];
     const int nout = ctx.num_outputs();
-    std::vector<int64_t> sizes;
-    if (ctx.has_input(1)) sizes = int_input(ctx, 1, "split");
-    else if (!split_attr_.empty()) sizes = split_attr_;
-    if (!sizes.empty()) {
-      int64_t sum = 0;
-      for (int64_t s : sizes) {
-        if (s < 0) ctx.error(str_cat("split ", dims_to_string(sizes), " has a negative size"));
-        sum += s;
-      }
-      if (static_cast<int>(sizes.size()) != nout || sum != dim)
-        ctx.error(str_cat("split ", dims_to_string(sizes), " does not divide axis ", a, " of ", x.describe(),
-                          " into ", nout, " outputs"));
-    } else {
-      int64_t n = num_outputs_ > 0 ? num_outputs_ : nout;
-      if (n != nout) ctx.error(str_cat("num_outputs is ", n, " but the node has ", nout, " outputs"));
-      int64_t chunk = (dim + n - 1) / n;
-      if (num_outputs_ == 0 && dim % n != 0)
-        ctx.error(str_cat("cannot split axis ", a, " of ", x.describe(), " evenly into ", n, " outputs"));
-      for (int64_t i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
-    }
+    const std::vector<int64_t> sizes = params::split_sizes(
+        ctx, x, a, nout, ctx.has_input(1) ? int_input(ctx, 1, "split") : split_attr_, num_outputs_);
     const size_t es = dtype_size(x.dtype());
     int64_t outer = 1, inner = 1;
     for (int64_t k = 0; k < a; ++k) outer *= x.dims()[k];

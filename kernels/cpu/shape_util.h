@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/common/indexing.h"
+#include "kernels/common/shape_params.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/kernel.h"
 
@@ -17,11 +18,7 @@ inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims)
   return s;
 }
 
-inline int64_t normalize_axis(const KernelContext& ctx, int64_t axis, int64_t rank, const char* what = "axis") {
-  if (axis < -rank || axis >= rank)
-    ctx.error(str_cat(what, " ", axis, " is out of range for rank ", rank));
-  return axis < 0 ? axis + rank : axis;
-}
+using params::normalize_axis;
 
 inline std::vector<int64_t> int_input(const KernelContext& ctx, int i, const char* name) {
   const Tensor& t = ctx.input(i);
@@ -75,47 +72,15 @@ inline std::vector<int64_t> gather_indices(const KernelContext& ctx, const Tenso
   return ind;
 }
 
-// The strided view one Slice reads: per axis the first element, the step and the output length.
-struct SliceView {
-  std::vector<int64_t> start, step, out_dims;
-};
+using params::SliceView;
 
 // Resolves Slice's starts, ends, axes?, steps? (inputs first .. first + 3) against `dims`.
 inline SliceView resolve_slice(const KernelContext& ctx, const std::vector<int64_t>& dims, int first) {
-  const int64_t r = static_cast<int64_t>(dims.size());
-  std::vector<int64_t> starts = int_input(ctx, first, "starts"), ends = int_input(ctx, first + 1, "ends");
-  if (starts.size() != ends.size())
-    ctx.error(str_cat("starts ", dims_to_string(starts), " and ends ", dims_to_string(ends), " differ in length"));
-  const size_t n = starts.size();
-  std::vector<int64_t> axes, steps;
-  if (ctx.has_input(first + 2)) axes = int_input(ctx, first + 2, "axes");
-  else for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
-  if (ctx.has_input(first + 3)) steps = int_input(ctx, first + 3, "steps");
-  else steps.assign(n, 1);
-  if (axes.size() != n || steps.size() != n)
-    ctx.error(str_cat("starts, ends, axes and steps must have the same length"));
-  SliceView v{std::vector<int64_t>(static_cast<size_t>(r), 0), std::vector<int64_t>(static_cast<size_t>(r), 1), dims};
-  std::vector<bool> seen(static_cast<size_t>(r), false);
-  for (size_t i = 0; i < n; ++i) {
-    int64_t a = normalize_axis(ctx, axes[i], r);
-    if (seen[a]) ctx.error(str_cat("axis ", axes[i], " is repeated in axes ", dims_to_string(axes)));
-    seen[a] = true;
-    if (steps[i] == 0) ctx.error(str_cat("step for axis ", axes[i], " is 0"));
-    const SliceAxis sa = resolve_slice_axis(starts[i], ends[i], steps[i], dims[a]);
-    v.start[a] = sa.start;
-    v.step[a] = sa.step;
-    v.out_dims[a] = sa.len;
-  }
-  return v;
+  return params::resolve_slice(ctx, dims, int_input(ctx, first, "starts"), int_input(ctx, first + 1, "ends"),
+                               ctx.has_input(first + 2) ? int_input(ctx, first + 2, "axes") : std::vector<int64_t>{},
+                               ctx.has_input(first + 3) ? int_input(ctx, first + 3, "steps") : std::vector<int64_t>{});
 }
 
-inline PadMode parse_pad_mode(const Node& n) {
-  const std::string m = n.attr_s("mode", "constant");
-  if (m == "constant") return PadMode::kConstant;
-  if (m == "reflect") return PadMode::kReflect;
-  if (m == "edge") return PadMode::kEdge;
-  if (m == "wrap") return PadMode::kWrap;
-  fail(n.describe(), ": unsupported pad mode '", m, "'");
-}
+using params::parse_pad_mode;
 
 }  // namespace otter::cpu

@@ -8,51 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/window.h"
 #include "kernels/kernel.h"
 
 namespace otter::cpu {
 
-inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
-
-// Window attributes shared by Conv and the pooling ops, parsed once per node.
-struct WindowAttrs {
-  std::string auto_pad = "NOTSET";
-  std::vector<int64_t> kernel, strides, dilations, pads;
-  bool ceil_mode = false;
-
-  WindowAttrs(const Node& n, bool pool) {
-    auto_pad = n.attr_s("auto_pad", "NOTSET");
-    if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
-      fail(n.describe(), ": unknown auto_pad '", auto_pad, "'");
-    kernel = n.attr_ints("kernel_shape");
-    strides = n.attr_ints("strides");
-    dilations = n.attr_ints("dilations");
-    pads = n.attr_ints("pads");
-    ceil_mode = n.attr_i("ceil_mode", 0) != 0;
-    if (pool && kernel.empty()) fail(n.describe(), ": attribute 'kernel_shape' is required");
-    for (int64_t v : kernel)
-      if (v <= 0) fail(n.describe(), ": kernel_shape values must be positive");
-    for (int64_t v : strides)
-      if (v <= 0) fail(n.describe(), ": strides must be positive");
-    for (int64_t v : dilations)
-      if (v <= 0) fail(n.describe(), ": dilations must be positive");
-    for (int64_t v : pads)
-      if (v < 0) fail(n.describe(), ": pads must be >= 0");
-  }
-};
-
-// Resolved geometry of one call: spatial sizes in and out, kernel, strides, dilations, begin pads.
-struct Geometry {
-  int nsp = 0;
-  std::vector<int64_t> in, out, k, s, d, pb, pe;
-  int64_t in_plane = 1, out_plane = 1, k_size = 1;
-};
-
-// Output sizes, strides, dilations and begin/end pads of one call (auto_pad and ceil_mode resolved);
-// fails naming the node when an axis is smaller than the kernel extent.
-Geometry resolve_geometry(const KernelContext& ctx, const WindowAttrs& w, const std::vector<int64_t>& in,
-                          const std::vector<int64_t>& kernel);
+// The window attributes and per-call geometry (kernels/common/window.h, shared with CUDA).
+using window::ceil_div;
+using window::floor_div;
+using window::Geometry;
+using window::resolve_geometry;
+using window::WindowAttrs;
 
 // Per-axis tables for one kernel offset along axis j: output positions o in [lo, hi) read input
 // o*s + off, the others fall into padding.

@@ -1,0 +1,90 @@
+// Host-side parameter resolution of the data-movement ops, shared by the CPU and CUDA kernels (and
+// their gradients): axis normalisation, the strided view one Slice reads, and Split's output
+// sizes, validated with errors that name the node. Inputs are already read on the host.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "graph/error.h"
+#include "kernels/common/indexing.h"
+#include "kernels/kernel.h"
+
+namespace otter::params {
+
+inline int64_t normalize_axis(const KernelContext& ctx, int64_t axis, int64_t rank, const char* what = "axis") {
+  if (axis < -rank || axis >= rank) ctx.error(str_cat(what, " ", axis, " is out of range for rank ", rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+// The strided view one Slice reads: per axis the first element, the step and the output length.
+struct SliceView {
+  std::vector<int64_t> start, step, out_dims;
+};
+
+// Slice of an input of dims `dims`; `axes` and `steps` may be empty (defaults 0..n-1 and 1).
+inline SliceView resolve_slice(const KernelContext& ctx, const std::vector<int64_t>& dims,
+                               const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
+                               std::vector<int64_t> axes, std::vector<int64_t> steps) {
+  const int64_t r = static_cast<int64_t>(dims.size());
+  if (starts.size() != ends.size())
+    ctx.error(str_cat("starts ", dims_to_string(starts), " and ends ", dims_to_string(ends), " differ in length"));
+  const size_t n = starts.size();
+  if (axes.empty())
+    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(n, 1);
+  if (axes.size() != n || steps.size() != n) ctx.error("starts, ends, axes and steps must have the same length");
+  SliceView v{std::vector<int64_t>(static_cast<size_t>(r), 0), std::vector<int64_t>(static_cast<size_t>(r), 1), dims};
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t a = normalize_axis(ctx, axes[i], r);
+    if (seen[a]) ctx.error(str_cat("axis ", axes[i], " is repeated in axes ", dims_to_string(axes)));
+    seen[a] = true;
+    if (steps[i] == 0) ctx.error(str_cat("step for axis ", axes[i], " is 0"));
+    const SliceAxis sa = resolve_slice_axis(starts[i], ends[i], steps[i], dims[a]);
+    v.start[a] = sa.start;
+    v.step[a] = sa.step;
+    v.out_dims[a] = sa.len;
+  }
+  return v;
+}
+
+// Output sizes of Split along `axis` of x into `nout` outputs: from the `split` input or
+// attribute (`given`, may be empty), else equal chunks (the last one smaller only with the
+// opset-18 attribute num_outputs).
+inline std::vector<int64_t> split_sizes(const KernelContext& ctx, const Tensor& x, int64_t axis, int nout,
+                                        std::vector<int64_t> given, int64_t num_outputs_attr) {
+  const int64_t dim = x.dims()[axis];
+  if (!given.empty()) {
+    int64_t sum = 0;
+    for (int64_t s : given) {
+      if (s < 0) ctx.error(str_cat("split ", dims_to_string(given), " has a negative size"));
+      sum += s;
+    }
+    if (static_cast<int>(given.size()) != nout || sum != dim)
+      ctx.error(str_cat("split ", dims_to_string(given), " does not divide axis ", axis, " of ", x.describe(), " into ",
+                        nout, " outputs"));
+    return given;
+  }
+  const int64_t n = num_outputs_attr > 0 ? num_outputs_attr : nout;
+  if (n != nout) ctx.error(str_cat("num_outputs is ", n, " but the node has ", nout, " outputs"));
+  const int64_t chunk = (dim + n - 1) / n;
+  if (num_outputs_attr == 0 && dim % n != 0)
+    ctx.error(str_cat("cannot split axis ", axis, " of ", x.describe(), " evenly into ", n, " outputs"));
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+  return sizes;
+}
+
+// Pad's attribute 'mode'.
+inline PadMode parse_pad_mode(const Node& n) {
+  const std::string m = n.attr_s("mode", "constant");
+  if (m == "constant") return PadMode::kConstant;
+  if (m == "reflect") return PadMode::kReflect;
+  if (m == "edge") return PadMode::kEdge;
+  if (m == "wrap") return PadMode::kWrap;
+  fail(n.describe(), ": unsupported pad mode '", m, "'");
+}
+
+}  // namespace otter::params

@@ -1,0 +1,192 @@
+// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax) and the sums over axes that
+// SumToShape, GlobalAveragePool and the gradient kernels use.
+//
+// An output element is the reduction over the reduced axes at its kept-axes position; two strided
+// indexers give the input offsets of both. Where consecutive outputs read consecutive memory (the
+// innermost axis is kept) one thread computes one output; otherwise one block does, its threads
+// striding over the reduced elements. Floats accumulate in double, integers in int64 (as on the
+// CPU), and block results combine in a fixed order, so results are deterministic.
+#include <cmath>
+#include <limits>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace otter::cuda {
+namespace {
+
+template <typename S>
+using acc_t = std::conditional_t<std::is_floating_point_v<compute_type<S>>, double, int64_t>;
+
+template <Reduction K>
+struct Combine {
+  template <typename A> __device__ A operator()(A acc, A v) const {
+    if constexpr (K == Reduction::kMax) return MaxOp{}(acc, v);
+    else return acc + v;
+  }
+};
+
+template <Reduction K, typename S, typename A>
+__device__ S finish(A acc, int64_t count) {
+  if constexpr (K == Reduction::kMean) acc = acc / static_cast<A>(count);
+  return store_value<S>(static_cast<compute_type<S>>(acc));
+}
+
+// One thread per output: loops over the R reduced elements.
+template <Reduction K, typename S, typename A>
+__global__ void reduce_thread_kernel(int64_t outputs, int64_t R, const S* x, S* y, StridedIndexer<1> kept,
+                                     StridedIndexer<1> red, A init) {
+  const Combine<K> comb;
+  OTTER_GRID_STRIDE(o, outputs) {
+    int64_t base[1], off[1];
+    kept.offsets(o, base);
+    A acc = init;
+    for (int64_t r = 0; r < R; ++r) {
+      red.offsets(r, off);
+      acc = comb(acc, static_cast<A>(load_value(x[base[0] + off[0]])));
+    }
+    y[o] = finish<K, S>(acc, R);
+  }
+}
+
+// One block per output: threads stride over the reduced elements, then a block reduction.
+template <Reduction K, typename S, typename A>
+__global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, S* y, StridedIndexer<1> kept,
+                                    StridedIndexer<1> red, A init) {
+  const Combine<K> comb;
+  OTTER_BLOCK_STRIDE(o, outputs) {
+    int64_t base[1], off[1];
+    kept.offsets(o, base);
+    A acc = init;
+    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
+      red.offsets(r, off);
+      acc = comb(acc, static_cast<A>(load_value(x[base[0] + off[0]])));
+    }
+    acc = block_reduce(acc, comb, init);
+    if (threadIdx.x == 0) y[o] = finish<K, S>(acc, R);
+  }
+}
+
+template <typename A>
+A reduce_init(Reduction k) {
+  if (k == Reduction::kMax)
+    return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
+  return A(0);
+}
+
+// y (allocated, dims = x's kept axes) = reduction of x over the axes flagged in `reduced`.
+template <Reduction K, typename S>
+void launch_reduce(const KernelContext& ctx, const Tensor& x, Tensor& y, const std::vector<bool>& reduced) {
+  using A = acc_t<S>;
+  const int64_t outputs = y.numel();
+  if (outputs == 0) return;
+  const std::vector<int64_t> strides = contiguous_strides(x.dims());
+  std::vector<int64_t> kd, ks, rd, rs;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    (reduced[i] ? rd : kd).push_back(x.dims()[i]);
+    (reduced[i] ? rs : ks).push_back(strides[i]);
+  }
+  const auto kept = make_indexer<1>(kd, {ks});
+  const auto red = make_indexer<1>(rd, {rs});
+  const int64_t R = num_elements(rd);
+  const A init = reduce_init<A>(K);
+  const S* px = static_cast<const S*>(x.raw());
+  S* py = static_cast<S*>(y.raw());
+  const bool outputs_coalesce = kept.rank > 0 && kept.strides[0][kept.rank - 1] == 1;
+  if (outputs_coalesce && outputs >= 1024) {
+    reduce_thread_kernel<K, S, A><<<grid_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red, init);
+  } else {
+    reduce_block_kernel<K, S, A><<<blocks_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red, init);
+  }
+  OTTER_CUDA_LAUNCH_CHECK();
+}
+
+template <typename S>
+void dispatch_kind(Reduction k, const KernelContext& ctx, const Tensor& x, Tensor& y, const std::vector<bool>& red) {
+  switch (k) {
+    case Reduction::kSum: return launch_reduce<Reduction::kSum, S>(ctx, x, y, red);
+    case Reduction::kMean: return launch_reduce<Reduction::kMean, S>(ctx, x, y, red);
+    case Reduction::kMax: return launch_reduce<Reduction::kMax, S>(ctx, x, y, red);
+  }
+}
+
+class ReduceKernel : public Kernel {
+ public:
+  // Axes come from an input from opset `axes_input_since` on, before from the attribute.
+  ReduceKernel(const Node& n, Reduction kind, int axes_input_since)
+      : kind_(kind),
+        axes_input_(n.opset() >= axes_input_since),
+        keepdims_(n.attr_i("keepdims", 1) != 0),
+        noop_empty_(n.attr_i("noop_with_empty_axes", 0) != 0),
+        axes_(axes_input_ ? std::vector<int64_t>{} : n.attr_ints("axes")) {}
+
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    std::vector<int64_t> axes = axes_;
+    if (axes_input_ && ctx.has_input(1)) axes = host_ints(ctx, 1, "axes");
+    const int64_t rank = x.rank();
+    std::vector<bool> red(static_cast<size_t>(rank), axes.empty());
+    if (axes.empty() && noop_empty_) {
+      Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
+      device_of(ctx).copy_async(out.raw(), x.raw(), x.nbytes());
+      return;
+    }
+    for (int64_t a : axes) {
+      if (a < -rank || a >= rank) ctx.error(str_cat("axis ", a, " is out of range for input ", x.describe()));
+      red[a < 0 ? a + rank : a] = true;
+    }
+    std::vector<int64_t> out_dims;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (!red[i]) out_dims.push_back(x.dims()[i]);
+      else if (keepdims_) out_dims.push_back(1);
+    }
+    if (kind_ == Reduction::kMean && !is_float(x.dtype()))
+      ctx.error(str_cat("input must be a float tensor, got ", x.describe()));
+    Tensor& out = ctx.allocate_output(0, x.dtype(), out_dims);
+    dispatch_numeric(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      dispatch_kind<S>(kind_, ctx, x, out, red);
+    });
+  }
+
+ private:
+  Reduction kind_;
+  bool axes_input_, keepdims_, noop_empty_;
+  std::vector<int64_t> axes_;
+};
+
+KernelFactory reduce(Reduction kind, int axes_input_since) {
+  return [=](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ReduceKernel>(n, kind, axes_input_since); };
+}
+
+}  // namespace
+
+KernelFactory reduce_kernel(const std::string& op) {
+  if (op == "ReduceSum") return reduce(Reduction::kSum, 13);
+  if (op == "ReduceMean") return reduce(Reduction::kMean, 18);
+  if (op == "ReduceMax") return reduce(Reduction::kMax, 18);
+  fail("reduce_kernel: no CUDA kernel for ", op);
+}
+
+void reduce_axes(const KernelContext& ctx, Reduction kind, const Tensor& x, Tensor& y, const std::vector<bool>& reduced) {
+  if (x.dtype() != y.dtype()) ctx.error(str_cat("reduction of ", x.describe(), " into ", y.describe()));
+  dispatch_numeric(x.dtype(), [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    dispatch_kind<S>(kind, ctx, x, y, reduced);
+  });
+}
+
+void sum_to_shape(const KernelContext& ctx, const Tensor& x, Tensor& y) {
+  const int64_t r = x.rank(), ry = y.rank();
+  if (ry > r) ctx.error(str_cat("cannot sum ", x.describe(), " to the higher-rank ", y.describe()));
+  std::vector<bool> red(static_cast<size_t>(r), true);
+  for (int64_t i = 0; i < ry; ++i) {
+    const int64_t xd = x.dims()[r - ry + i], yd = y.dims()[i];
+    if (yd != xd && yd != 1) ctx.error(str_cat("cannot sum ", x.describe(), " to shape ", dims_to_string(y.dims())));
+    red[r - ry + i] = yd == 1 && xd != 1;
+  }
+  // Axes of size 1 in both stay, so y's elements are x's kept elements in order.
+  reduce_axes(ctx, Reduction::kSum, x, y, red);
+}
+
+}  // namespace otter::cuda
