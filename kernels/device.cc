@@ -25,6 +25,13 @@ class CpuDevice : public Device {
 
 }  // namespace
 
+std::vector<Tensor> Device::to_host_all(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(to_host(t));
+  return out;
+}
+
 Device& cpu_device() {
   static CpuDevice d;
   return d;

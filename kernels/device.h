@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/kernel.h"
 
@@ -25,6 +26,8 @@ class Device {
   virtual Tensor to_device(const Tensor& t) = 0;
   // A host copy of `t` (`t` itself when it is a host tensor); waits for the stream.
   virtual Tensor to_host(const Tensor& t) = 0;
+  // Host copies of several (small) tensors with one wait: the metrics of a training step.
+  virtual std::vector<Tensor> to_host_all(const std::vector<Tensor>& ts);
   // Waits for all work queued on the stream.
   virtual void synchronize() {}
   // Bytes of device memory held at most so far by this device's allocator (0 where not tracked).

@@ -220,14 +220,18 @@ StepResult TrainingSession::train_step(const std::map<std::string, Tensor>& batc
   }
   run_program(*apply_, {}, &out);  // reads state only
 
-  // The one host synchronisation of the step: losses and the apply program's metrics.
-  device_->synchronize();
+  // The one host synchronisation of the step: the K losses and the apply program's metrics.
+  std::vector<Tensor> metrics = losses;
+  metrics.push_back(out.at(lr_name_));
+  metrics.push_back(out.at(finite_name_));
+  if (!scale_name_.empty()) metrics.push_back(state_.at(scale_name_));
+  metrics = device_->to_host_all(metrics);
   StepResult r;
-  for (const Tensor& l : losses) r.loss += device_->to_host(l).get_as_double(0);
+  for (int64_t k = 0; k < k_steps; ++k) r.loss += metrics[k].get_as_double(0);
   r.loss /= static_cast<double>(k_steps);
-  r.lr = device_->to_host(out.at(lr_name_)).get_as_double(0);
-  r.skipped = device_->to_host(out.at(finite_name_)).get_as_double(0) == 0;
-  if (!scale_name_.empty()) r.loss_scale = device_->to_host(state_.at(scale_name_)).get_as_double(0);
+  r.lr = metrics[k_steps].get_as_double(0);
+  r.skipped = metrics[k_steps + 1].get_as_double(0) == 0;
+  if (!scale_name_.empty()) r.loss_scale = metrics[k_steps + 2].get_as_double(0);
   r.step = ++step_;
   return r;
 }

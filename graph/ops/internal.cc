@@ -127,8 +127,8 @@ void register_internal_ops(OpTable& t) {
   // The accumulate and update kernels write their state input in place and return it as the output.
   t.mutable_find(kOtterDomain, "AccumulateGrad", 1)->views = {{0, 0}};
   t.mutable_find(kOtterDomain, "GemmAccumulate", 1)->views = {{0, 2}};
-  t.mutable_find(kOtterDomain, "SGDUpdate", 1)->views = {{0, 0}, {1, 2}};
-  t.mutable_find(kOtterDomain, "AdamUpdate", 1)->views = {{0, 0}, {1, 2}, {2, 3}};
+  t.mutable_find(kOtterDomain, "SGDUpdate", 1)->views = {{0, 0}, {1, 2}, {2, 6}};
+  t.mutable_find(kOtterDomain, "AdamUpdate", 1)->views = {{0, 0}, {1, 2}, {2, 3}, {3, 8}};
 }
 
 }  // namespace otter

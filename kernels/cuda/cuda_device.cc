@@ -164,6 +164,9 @@ void CudaDevice::release() {
   }
   staging_.clear();
   if (error_host_) cudaFreeHost(error_host_);
+  if (gather_host_) cudaFreeHost(gather_host_);
+  gather_host_ = nullptr;
+  gather_bytes_ = 0;
   if (error_device_) cudaFree(error_device_);
   error_host_ = error_device_ = nullptr;
   if (cudnn_) cudnnDestroy(cudnn_);
@@ -234,6 +237,46 @@ Tensor CudaDevice::to_host(const Tensor& t) {
   if (t.nbytes()) OTTER_CUDA_CHECK(cudaMemcpyAsync(out.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, stream_));
   OTTER_CUDA_CHECK(cudaStreamSynchronize(stream_));
   raise_reported_error();
+  return out;
+}
+
+std::vector<Tensor> CudaDevice::to_host_all(const std::vector<Tensor>& ts) {
+  size_t total = 0;
+  for (const Tensor& t : ts)
+    if (t.defined() && !t.on_host()) total += (t.nbytes() + 15) / 16 * 16;
+  if (total > gather_bytes_) {
+    if (gather_host_) OTTER_CUDA_CHECK(cudaFreeHost(gather_host_));
+    gather_host_ = nullptr;
+    OTTER_CUDA_CHECK(cudaMallocHost(&gather_host_, total));
+    gather_bytes_ = total;
+  }
+  // Every copy is queued into pinned memory, then one wait.
+  OTTER_CUDA_CHECK(cudaMemcpyAsync(error_host_, error_device_, sizeof(DeviceError), cudaMemcpyDeviceToHost, stream_));
+  std::vector<size_t> offsets(ts.size(), 0);
+  size_t off = 0;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = ts[i];
+    if (!t.defined() || t.on_host()) continue;
+    offsets[i] = off;
+    if (t.nbytes())
+      OTTER_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(gather_host_) + off, t.raw(), t.nbytes(),
+                                       cudaMemcpyDeviceToHost, stream_));
+    off += (t.nbytes() + 15) / 16 * 16;
+  }
+  OTTER_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  raise_reported_error();
+  std::vector<Tensor> out;
+  out.reserve(ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = ts[i];
+    if (!t.defined() || t.on_host()) {
+      out.push_back(t);
+      continue;
+    }
+    Tensor h(t.dtype(), t.dims());
+    if (t.nbytes()) std::memcpy(h.raw(), static_cast<const char*>(gather_host_) + offsets[i], t.nbytes());
+    out.push_back(h);
+  }
   return out;
 }
 

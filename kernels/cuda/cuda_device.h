@@ -71,6 +71,7 @@ class CudaDevice : public Device {
   void* stream() override { return stream_; }
   Tensor to_device(const Tensor& t) override;
   Tensor to_host(const Tensor& t) override;
+  std::vector<Tensor> to_host_all(const std::vector<Tensor>& ts) override;
   void synchronize() override;
   size_t peak_bytes() const override { return allocator_.stats().peak_reserved; }
 
@@ -109,6 +110,8 @@ class CudaDevice : public Device {
   std::vector<std::unique_ptr<Staging>> staging_;
   DeviceError* error_device_ = nullptr;  // written by kernels (first report wins)
   DeviceError* error_host_ = nullptr;    // pinned: copied from error_device_ before each sync
+  void* gather_host_ = nullptr;          // pinned: to_host_all's landing area
+  size_t gather_bytes_ = 0;
   std::vector<ErrorFormatter> reporters_;
   std::mutex reporters_mutex_;
 };

@@ -267,11 +267,36 @@ void scale_seed(KernelContext& ctx) {
 
 // ---- optimizer updates -------------------------------------------------------------------------
 
-// What an update kernel does with each new parameter value besides storing it: nothing here; a
-// variant that also writes the half copy of each weight plugs in another functor.
+// What an update kernel does with each new parameter value besides storing it: nothing, or round it
+// into the weight's half copy (the micro-step program reads that copy; docs/ops.md).
 struct NoWeightCopy {
   __device__ void operator()(int64_t, float) const {}
 };
+template <typename H>
+struct HalfWeightCopy {
+  H* h;
+  __device__ void operator()(int64_t i, float w) const { h[i] = store_value<H>(w); }
+};
+
+// The optional half copy of an update's parameter (input `in`), rewritten in place as output `out`;
+// an undefined tensor when the node has none.
+Tensor half_copy(KernelContext& ctx, int in, int out, const Tensor& p) {
+  if (!ctx.has_input(in)) return Tensor();
+  const Tensor& h = ctx.input(in);
+  if ((h.dtype() != DataType::kFloat16 && h.dtype() != DataType::kBFloat16) || h.dims() != p.dims())
+    ctx.error(str_cat("the half copy ", h.describe(), " does not match the parameter ", p.describe()));
+  ctx.alias_output(out, h, h.dims());
+  return h;
+}
+
+// Calls launch(copy) with the copy functor the node asks for.
+template <typename L>
+void with_weight_copy(const Tensor& half, L&& launch) {
+  if (!half.defined()) return launch(NoWeightCopy{});
+  Tensor h = half;
+  if (h.dtype() == DataType::kFloat16) return launch(HalfWeightCopy<Half>{static_cast<Half*>(h.raw())});
+  launch(HalfWeightCopy<BFloat16>{static_cast<BFloat16*>(h.raw())});
+}
 
 // SGDUpdate, in place, skipped entirely when the step is not finite.
 template <typename G, typename Copy>
@@ -314,7 +339,7 @@ void check_update_operands(const KernelContext& ctx, const std::vector<int>& f32
     ctx.error(str_cat("gradient ", ctx.input(1).describe(), " does not match the parameter ", p.describe()));
 }
 
-// SGDUpdate(p, g, mom?, lr, gscale, finite) -> p_out, mom_out (in place).
+// SGDUpdate(p, g, mom?, lr, gscale, finite, p_half?) -> p_out, mom_out, p_half_out (in place).
 void sgd_update(KernelContext& ctx) {
   const Node& n = ctx.node();
   const Tensor& p = ctx.input(0);
@@ -323,21 +348,24 @@ void sgd_update(KernelContext& ctx) {
   check_update_operands(ctx, has_mom ? std::vector<int>{0, 2} : std::vector<int>{0});
   ctx.alias_output(0, p, p.dims());
   if (has_mom) ctx.alias_output(1, ctx.input(2), p.dims());
+  const Tensor half = half_copy(ctx, 6, 2, p);
   const int64_t count = p.numel();
   if (count == 0) return;
   const SgdParams sp{0.f, n.attr_f("momentum", 0.f), n.attr_f("weight_decay", 0.f), n.attr_i("nesterov", 0) != 0};
   Tensor pt = p, mt = has_mom ? ctx.input(2) : Tensor();
   dispatch_float(g.dtype(), [&](auto tag) {
     using G = typename decltype(tag)::type;
-    sgd_kernel<G, NoWeightCopy><<<grid_for(count), kBlock, 0, stream_of(ctx)>>>(
-        count, static_cast<float*>(pt.raw()), static_cast<const G*>(g.raw()),
-        has_mom ? static_cast<float*>(mt.raw()) : nullptr, scalar_input(ctx, 3, "lr"), scalar_input(ctx, 4, "gscale"),
-        finite_input(ctx, 5), sp, NoWeightCopy{});
-    OTTER_CUDA_LAUNCH_CHECK();
+    with_weight_copy(half, [&](auto copy) {
+      sgd_kernel<G><<<grid_for(count), kBlock, 0, stream_of(ctx)>>>(
+          count, static_cast<float*>(pt.raw()), static_cast<const G*>(g.raw()),
+          has_mom ? static_cast<float*>(mt.raw()) : nullptr, scalar_input(ctx, 3, "lr"),
+          scalar_input(ctx, 4, "gscale"), finite_input(ctx, 5), sp, copy);
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
   });
 }
 
-// AdamUpdate(p, g, m, v, step, lr, gscale, finite) -> p_out, m_out, v_out (in place).
+// AdamUpdate(p, g, m, v, step, lr, gscale, finite, p_half?) -> p_out, m_out, v_out, p_half_out (in place).
 void adam_update(KernelContext& ctx) {
   const Node& n = ctx.node();
   const Tensor& p = ctx.input(0);
@@ -346,6 +374,7 @@ void adam_update(KernelContext& ctx) {
   ctx.alias_output(0, p, p.dims());
   ctx.alias_output(1, ctx.input(2), p.dims());
   ctx.alias_output(2, ctx.input(3), p.dims());
+  const Tensor half = half_copy(ctx, 8, 3, p);
   const int64_t count = p.numel();
   if (count == 0) return;
   const AdamParams ap{0.f, n.attr_f("beta1", 0.9f), n.attr_f("beta2", 0.999f), n.attr_f("eps", 1e-8f),
@@ -353,11 +382,13 @@ void adam_update(KernelContext& ctx) {
   Tensor pt = p, mt = ctx.input(2), vt = ctx.input(3);
   dispatch_float(g.dtype(), [&](auto tag) {
     using G = typename decltype(tag)::type;
-    adam_kernel<G, NoWeightCopy><<<grid_for(count), kBlock, 0, stream_of(ctx)>>>(
-        count, static_cast<float*>(pt.raw()), static_cast<const G*>(g.raw()), static_cast<float*>(mt.raw()),
-        static_cast<float*>(vt.raw()), scalar_input(ctx, 4, "step"), scalar_input(ctx, 5, "lr"),
-        scalar_input(ctx, 6, "gscale"), finite_input(ctx, 7), ap, NoWeightCopy{});
-    OTTER_CUDA_LAUNCH_CHECK();
+    with_weight_copy(half, [&](auto copy) {
+      adam_kernel<G><<<grid_for(count), kBlock, 0, stream_of(ctx)>>>(
+          count, static_cast<float*>(pt.raw()), static_cast<const G*>(g.raw()), static_cast<float*>(mt.raw()),
+          static_cast<float*>(vt.raw()), scalar_input(ctx, 4, "step"), scalar_input(ctx, 5, "lr"),
+          scalar_input(ctx, 6, "gscale"), finite_input(ctx, 7), ap, copy);
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
   });
 }
 

@@ -40,23 +40,27 @@ std::string joined(const std::vector<std::string>& v) {
 class CudaCoverage : public ::testing::TestWithParam<std::string> {};
 
 // The training pipeline with every optional part on: accumulation (GemmAccumulate and
-// AccumulateGrad), clipping (GlobalNormSq), each optimizer, a schedule.
+// AccumulateGrad), clipping (GlobalNormSq), each optimizer, a schedule, and each precision (half
+// Casts, half copies written by the updates, dynamic loss scaling with fp16).
 TEST_P(CudaCoverage, EveryNodeOfTheTrainingGraphHasACudaKernel) {
 #ifndef OTTER_HAVE_CUDA
   GTEST_SKIP() << "no CUDA device: this build of otter has no CUDA backend";
 #endif
   for (const char* optimizer : {"adamw", "adam", "momentum", "sgd"}) {
-    TrainingPipelineOptions o;
-    o.accum = 2;
-    o.optimizer.type = optimizer;
-    o.optimizer.clip_norm = 1;
-    o.optimizer.schedule = "cosine";
-    o.optimizer.total = 10;
-    const std::string pipeline = training_pipeline(o);
-    auto g = through_pipeline(GetParam(), pipeline);
-    ASSERT_GT(g->nodes().size(), 0u);
-    const auto missing = check_kernels(*g, DeviceType::kCuda);
-    EXPECT_TRUE(missing.empty()) << GetParam() << " through " << pipeline << ":" << joined(missing);
+    for (const char* precision : {"fp32", "fp16", "bf16"}) {
+      TrainingPipelineOptions o;
+      o.precision = precision;
+      o.accum = 2;
+      o.optimizer.type = optimizer;
+      o.optimizer.clip_norm = 1;
+      o.optimizer.schedule = "cosine";
+      o.optimizer.total = 10;
+      const std::string pipeline = training_pipeline(o);
+      auto g = through_pipeline(GetParam(), pipeline);
+      ASSERT_GT(g->nodes().size(), 0u);
+      const auto missing = check_kernels(*g, DeviceType::kCuda);
+      EXPECT_TRUE(missing.empty()) << GetParam() << " through " << pipeline << ":" << joined(missing);
+    }
   }
 }
 

@@ -64,6 +64,7 @@ struct StepCase {
   double lr;
   int steps;
   double tol;  // on losses and on every persistent tensor after the steps
+  std::string precision = "fp32";  // fp16 runs with dynamic loss scaling (the default for fp16)
 };
 
 void PrintTo(const StepCase& c, std::ostream* os) { *os << c.name; }
@@ -78,6 +79,7 @@ TEST_P(CudaTraining, StepsMatchTheCpuBackend) {
   o.pipeline.accum = c.accum;
   o.pipeline.optimizer.type = c.optimizer;
   o.pipeline.optimizer.lr = c.lr;
+  o.pipeline.precision = c.precision;
   o.device = "cpu";
   auto cpu = TrainingSession::create(model_path(c.model), o);
   o.device = "cuda";
@@ -92,6 +94,7 @@ TEST_P(CudaTraining, StepsMatchTheCpuBackend) {
     EXPECT_NEAR(got.loss, want.loss, c.tol * std::max(1.0, std::fabs(want.loss))) << "step " << step;
     EXPECT_EQ(got.skipped, want.skipped) << "step " << step;
     EXPECT_DOUBLE_EQ(got.lr, want.lr) << "step " << step;
+    EXPECT_EQ(got.loss_scale, want.loss_scale) << "step " << step;
   }
   double worst = 0;
   std::string worst_name;
@@ -110,13 +113,33 @@ TEST_P(CudaTraining, StepsMatchTheCpuBackend) {
               c.steps, worst, worst_name.c_str(), gpu->device().peak_bytes());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, CudaTraining,
-    ::testing::Values(StepCase{"mlp", "digits/mlp.onnx", "digits/train.npz", 16, 2, "adamw", 1e-3, 4, 1e-4},
-                      StepCase{"mlp_sgd", "digits/mlp.onnx", "digits/train.npz", 32, 1, "momentum", 5e-2, 4, 1e-4},
-                      StepCase{"cnn", "digits/cnn.onnx", "digits/train_img.npz", 16, 2, "momentum", 5e-2, 3, 1e-4},
-                      StepCase{"gpt", "gpt/gpt.onnx", "counting", 4, 2, "adam", 1e-2, 3, 1e-3}),
-    [](const ::testing::TestParamInfo<StepCase>& info) { return info.param.name; });
+// Every model in fp32, fp16 (dynamic loss scaling) and bf16, with K = 1 and K = 4 micro-batches.
+// Both backends compute half-precision ops in fp32 and round each output once; what differs is
+// the summation order, so half runs get the half types' tolerances.
+std::vector<StepCase> step_cases() {
+  struct Model {
+    std::string name, model, data, optimizer;
+    int64_t batch;
+    double lr;
+  };
+  const std::vector<Model> models = {{"mlp", "digits/mlp.onnx", "digits/train.npz", "adamw", 16, 1e-3},
+                                     {"cnn", "digits/cnn.onnx", "digits/train_img.npz", "momentum", 8, 5e-2},
+                                     {"gpt", "gpt/gpt.onnx", "counting", "adam", 4, 1e-2}};
+  std::vector<StepCase> out;
+  for (const Model& m : models)
+    for (const char* precision : {"fp32", "fp16", "bf16"})
+      for (int64_t k : {1, 4}) {
+        const std::string p = precision;
+        const double tol = p == "fp32" ? (m.name == "gpt" ? 1e-3 : 1e-4) : p == "fp16" ? 2e-2 : 6e-2;
+        out.push_back({m.name + "_" + p + "_k" + std::to_string(k), m.model, m.data, m.batch, k, m.optimizer, m.lr, 3,
+                       tol, p});
+      }
+  out.push_back({"mlp_sgd_fp32_k1", "digits/mlp.onnx", "digits/train.npz", 32, 1, "momentum", 5e-2, 4, 1e-4});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaTraining, ::testing::ValuesIn(step_cases()),
+                         [](const ::testing::TestParamInfo<StepCase>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace otter
