@@ -12,7 +12,10 @@ namespace {
 class CpuDevice : public Device {
  public:
   DeviceType type() const override { return DeviceType::kCpu; }
-  std::string describe() const override { return str_cat("cpu (", omp_get_max_threads(), " threads)"); }
+  std::string describe() const override {
+    const int n = omp_get_max_threads();
+    return str_cat("cpu (", n, n == 1 ? " thread)" : " threads)");
+  }
   Allocator& allocator() override { return HostAllocator::instance(); }
   size_t peak_bytes() const override { return static_cast<size_t>(host_peak_bytes()); }
   Tensor to_device(const Tensor& t) override { return to_host(t); }

@@ -56,7 +56,9 @@ TEST(Canonicalize, StaticBatchFoldsPyTorchShapeChainsAway) {
   EXPECT_GT(st.shapes_folded, 0);
   EXPECT_GT(st.constants_folded, 0);
   for (const auto& n : after->nodes()) {
-    if (n->op_type() == "Reshape") EXPECT_TRUE(n->output(0)->shape().is_static()) << n->describe();
+    if (n->op_type() == "Reshape") {
+      EXPECT_TRUE(n->output(0)->shape().is_static()) << n->describe();
+    }
   }
   expect_same_logits(*before, *after, 4);
 }
@@ -71,7 +73,9 @@ TEST(Canonicalize, SymbolicBatchKeepsTheChainRunnable) {
   EXPECT_EQ(count_ops(*after, "Constant"), 0);
   EXPECT_EQ(count_ops(*after, "Identity"), 0);
   for (const auto& n : after->nodes()) {
-    if (n->op_type() == "Reshape") EXPECT_EQ(n->output(0)->shape().dims[0], Dim("N")) << n->describe();
+    if (n->op_type() == "Reshape") {
+      EXPECT_EQ(n->output(0)->shape().dims[0], Dim("N")) << n->describe();
+    }
   }
   for (int64_t n : {1, 3}) expect_same_logits(*before, *after, n);
 }
