@@ -1,6 +1,8 @@
 // Executor: a plan of (kernel, input slots, output slots) per node, run many times.
 #include "runtime/executor.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -99,6 +101,11 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
 }
 
 Executor::~Executor() = default;
+
+OpProfile& OpProfile::global() {
+  static OpProfile p;
+  return p;
+}
 
 void Executor::bind_memory_plan() {
   bool has_apply = false;
@@ -206,7 +213,19 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
     ctx.device = device_;
     ctx.rng = &rng_;
     ctx.first_micro_step = first_micro_step_;
-    s.kernel->run(ctx);
+    OpProfile& prof = OpProfile::global();
+    if (prof.enabled) {
+      auto t0 = std::chrono::steady_clock::now();
+      s.kernel->run(ctx);
+      if (on_device) device_->synchronize();
+      auto t1 = std::chrono::steady_clock::now();
+      const std::string& dom = s.node->domain();
+      OpProfile::Entry& e = prof.by_op[dom.empty() ? s.node->op_type() : dom + "." + s.node->op_type()];
+      e.ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+      ++e.calls;
+    } else {
+      s.kernel->run(ctx);
+    }
     for (size_t i = 0; i < s.out_slots.size(); ++i) {
       if (s.out_slots[i] < 0) continue;
       const Value* v = s.node->output(static_cast<int>(i));

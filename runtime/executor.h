@@ -15,6 +15,20 @@
 
 namespace otter {
 
+// Time spent in kernels per op type, summed over every executor of the process while enabled
+// (otter-bench --profile). Kernels on the CPU are timed as they run; CUDA kernels are asynchronous,
+// so there each op is timed with a device synchronisation after it (slower, but attributed).
+struct OpProfile {
+  struct Entry {
+    double ms = 0;
+    int64_t calls = 0;
+  };
+  static OpProfile& global();
+  bool enabled = false;
+  std::map<std::string, Entry> by_op;  // "Conv", "ai.otter.ConvGrad", ...
+  void reset() { by_op.clear(); }
+};
+
 struct ExecutorOptions {
   // The device kernels run on (null: the CPU). Must outlive the executor.
   Device* device = nullptr;

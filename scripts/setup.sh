@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
-  libgtest-dev libgmock-dev libopenblas-dev zlib1g-dev
+  libgtest-dev libgmock-dev libopenblas-dev libopenblas0-openmp zlib1g-dev
   llvm-14-tools libonnx-testdata graphviz
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-sklearn
 )

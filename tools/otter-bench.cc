@@ -119,7 +119,22 @@ struct Settings {
   int64_t batch, accum, steps, warmup, threads;
   std::string precision, optimizer, device;
   double lr;
+  bool profile = false;
 };
+
+// The timed steps' kernel time by op type, largest first (--profile).
+void print_profile(const OpProfile& prof, int64_t steps, double step_ms) {
+  std::vector<std::pair<std::string, OpProfile::Entry>> rows(prof.by_op.begin(), prof.by_op.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  double total = 0;
+  for (const auto& r : rows) total += r.second.ms;
+  std::printf("  kernel time per step by op (%.2f ms of %.2f ms/step in kernels):\n", total / steps, step_ms);
+  for (const auto& [op, e] : rows) {
+    if (e.ms / total < 0.005) break;
+    std::printf("    %-28s %8.3f ms  %5.1f%%  %5lld calls\n", op.c_str(), e.ms / steps, 100 * e.ms / total,
+                static_cast<long long>(e.calls / steps));
+  }
+}
 
 Result bench_otter(const BenchModel& m, const Settings& st, const std::string& data_path) {
   TrainingOptions o;
@@ -136,12 +151,15 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   reset_host_peak_bytes();
   std::vector<double> ms;
   Result r{"otter", session->device().describe()};
+  OpProfile::global().enabled = st.profile;
+  OpProfile::global().reset();
   for (int64_t s = 0; s < st.warmup + st.steps; ++s) {
     auto batch = rows(data, (s % 4) * per_step, per_step);
     auto t0 = std::chrono::steady_clock::now();
     r.final_loss = session->train_step(batch).loss;  // returns after the step's metrics reached the host
     auto t1 = std::chrono::steady_clock::now();
     if (s >= st.warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (st.profile && s + 1 == st.warmup) OpProfile::global().reset();
   }
   r.ms = summarize(ms);
   r.peak_bytes = static_cast<int64_t>(session->device().peak_bytes());
@@ -211,6 +229,7 @@ int run(int argc, char** argv) {
       {"threads", true, "CPU threads for otter and PyTorch (default: OpenMP's)", "T"},
       {"vs-torch", false, "also run PyTorch eager on the same batches and print the ratio"},
       {"json", false, "print one JSON object per model (otter, torch, ratio)"},
+      {"profile", false, "also time otter's kernels by op type over the timed steps (slower on cuda)"},
       {"help", false, "show this help"},
   });
   args.parse(argc, argv, 1);
@@ -242,6 +261,7 @@ int run(int argc, char** argv) {
   Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
               args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
               args.get_float("lr", 1e-3)};
+  st.profile = args.has("profile");
   OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
               "--warmup >= 0");
   OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
@@ -261,6 +281,7 @@ int run(int argc, char** argv) {
                 static_cast<long long>(st.accum), st.precision.c_str(), st.optimizer.c_str(),
                 static_cast<long long>(st.threads));
     print_row(mine);
+    if (st.profile) print_profile(OpProfile::global(), st.steps, mine.ms.median);
     if (theirs) {
       print_row(*theirs);
       std::printf("  otter / torch step time: %.2f\n", mine.ms.median / theirs->ms.median);

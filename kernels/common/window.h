@@ -67,8 +67,10 @@ inline Geometry resolve_geometry(const KernelContext& ctx, const WindowAttrs& w,
   check_len(w.pads, 2 * n, "pads");
   g.in = in;
   g.k = kernel;
-  g.s = w.strides.empty() ? std::vector<int64_t>(n, 1) : w.strides;
-  g.d = w.dilations.empty() ? std::vector<int64_t>(n, 1) : w.dilations;
+  if (w.strides.empty()) g.s.assign(n, 1);
+  else g.s = w.strides;
+  if (w.dilations.empty()) g.d.assign(n, 1);
+  else g.d = w.dilations;
   g.pb.assign(n, 0);
   g.pe.assign(n, 0);
   g.out.assign(n, 0);

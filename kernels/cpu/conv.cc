@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -17,6 +18,8 @@ namespace otter {
 namespace {
 
 using namespace cpu;  // window geometry, im2col (kernels/cpu/window.h)
+
+constexpr int64_t kColumnBudget = int64_t{1} << 22;  // elements of the column and output buffers per chunk
 
 // ---- Conv ----------------------------------------------------------------------------------------
 
@@ -77,42 +80,48 @@ class ConvKernel : public Kernel {
     for (int j = 0; j < nsp; ++j)
       pointwise &= g.k[j] == 1 && g.s[j] == 1 && g.pb[j] == 0 && g.pe[j] == 0;
 
-    const int64_t items = batch * group_;
-    const bool small = cpu::gemm_is_small(mg, L, kc);
-    auto init_bias = [&](T* yg, int64_t m0) {
-      for (int64_t m = 0; m < mg; ++m) std::fill(yg + m * L, yg + (m + 1) * L, pbias ? pbias[m0 + m] : T(0));
-    };
+    // Per group, chunks of nb images at once (nb bounded by the column budget):
+    //   cols [kc, nb*L] = im2col of the nb images side by side (X itself when pointwise and nb = 1)
+    //   out  [mg, nb*L] = W_g * cols (+ bias)       one GEMM per chunk, wide enough for BLAS
+    //   Y[n0+b, group's channels] = out[:, b*L:(b+1)*L]   (written in place when nb = 1)
+    // One wide GEMM instead of one per image keeps the weights packed once per chunk.
+    const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>((kc + mg) * L, 1), 1, batch);
+    const bool gather = chunk > 1 || !pointwise;
+    T* cols = gather ? scratch_.get<T>(static_cast<size_t>((kc + mg) * chunk * L)) : nullptr;
+    T* out = gather ? cols + kc * chunk * L : nullptr;
     const T gemm_beta = pbias ? T(1) : T(0);
-    if (small && items > 1) {
-      const int threads = omp_get_max_threads();
-      T* cols = pointwise ? nullptr : scratch_.get<T>(static_cast<size_t>(threads) * kc * L);
-#pragma omp parallel for schedule(dynamic)
-      for (int64_t it = 0; it < items; ++it) {
-        const int64_t nb = it / group_, gi = it % group_;
-        const T* xg = px + (nb * cin + gi * cg) * g.in_plane;
-        T* yg = py + (nb * cout + gi * mg) * L;
-        const T* col = xg;
-        if (!pointwise) {
-          T* mine = cols + static_cast<size_t>(omp_get_thread_num()) * kc * L;
-          im2col(g, xg, cg, mine, false);
-          col = mine;
-        }
-        if (pbias) init_bias(yg, gi * mg);
-        cpu::gemm<T>(false, false, mg, L, kc, T(1), pw + gi * mg * kc, col, gemm_beta, yg);
-      }
-    } else {
-      T* cols = pointwise ? nullptr : scratch_.get<T>(static_cast<size_t>(kc) * L);
-      for (int64_t it = 0; it < items; ++it) {
-        const int64_t nb = it / group_, gi = it % group_;
-        const T* xg = px + (nb * cin + gi * cg) * g.in_plane;
-        T* yg = py + (nb * cout + gi * mg) * L;
-        const T* col = xg;
-        if (!pointwise) {
-          im2col(g, xg, cg, cols, true);
+    for (int64_t gi = 0; gi < group_; ++gi) {
+      const T* wg = pw + gi * mg * kc;
+      for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
+        const int64_t nb = std::min(chunk, batch - n0), ld = nb * L;
+        const T* col;
+        if (pointwise && nb == 1) {
+          col = px + (n0 * cin + gi * cg) * g.in_plane;
+        } else {
+          const bool par_images = nb > 1 && kc * ld > 32768;
+#pragma omp parallel for schedule(static) if (par_images)
+          for (int64_t b = 0; b < nb; ++b) {
+            const T* xg = px + ((n0 + b) * cin + gi * cg) * g.in_plane;
+            T* cb = cols + b * L;
+            if (pointwise) {
+              for (int64_t c = 0; c < cg; ++c) std::memcpy(cb + c * ld, xg + c * L, L * sizeof(T));
+            } else {
+              im2col(g, xg, cg, cb, !par_images, ld);
+            }
+          }
           col = cols;
         }
-        if (pbias) init_bias(yg, gi * mg);
-        cpu::gemm<T>(false, false, mg, L, kc, T(1), pw + gi * mg * kc, col, gemm_beta, yg);
+        T* dst = nb == 1 ? py + (n0 * cout + gi * mg) * L : out;
+        if (pbias) {
+          for (int64_t m = 0; m < mg; ++m) std::fill(dst + m * ld, dst + (m + 1) * ld, pbias[gi * mg + m]);
+        }
+        cpu::gemm<T>(false, false, mg, ld, kc, T(1), wg, kc, col, ld, gemm_beta, dst, ld);
+        if (nb > 1) {
+#pragma omp parallel for schedule(static) if (mg * ld > 65536)
+          for (int64_t b = 0; b < nb; ++b)
+            for (int64_t m = 0; m < mg; ++m)
+              std::memcpy(py + ((n0 + b) * cout + gi * mg + m) * L, out + m * ld + b * L, L * sizeof(T));
+        }
       }
     }
   }

@@ -4,7 +4,7 @@
 // ConvGrad works on chunks of B images per group g (B chosen to bound the column buffer):
 //   cols  [kc, B*L] = im2col of the B images side by side      (kc = C/g * kernel size, L = out plane)
 //   dYc   [mg, B*L] = dY of those images for the group's mg output channels
-//   dW_g += dYc * cols^T                      one GEMM per chunk (beta 0 on the first chunk)
+//   dW_g += dYc * cols^T                      one GEMM per chunk (beta 0 on the first chunk: no fill)
 //   dX    = col2im(W_g^T * dYc)               one GEMM per chunk, then col2im per image
 //   dB    = sum of dY over images and positions
 #include <omp.h>
@@ -66,8 +66,10 @@ class ConvGradKernel : public Kernel {
     const T* pdy = dy.data<T>();
     if (db) bias_grad(pdy, db, batch, cout, L);
     if (dx) std::fill(dx, dx + x.numel(), T(0));
-    if (dw) std::fill(dw, dw + w.numel(), T(0));
-    if ((!dx && !dw) || batch == 0 || L == 0) return;
+    if ((!dx && !dw) || batch == 0 || L == 0) {
+      if (dw) std::fill(dw, dw + w.numel(), T(0));
+      return;
+    }
     const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(kc * L, 1), 1, batch);
     T* cols = scratch_.get<T>(static_cast<size_t>(kc * chunk * L + mg * chunk * L));
     T* dyc = cols + kc * chunk * L;
@@ -81,7 +83,8 @@ class ConvGradKernel : public Kernel {
 #pragma omp parallel for schedule(static) if (nb > 1 && kc * ld > 32768)
           for (int64_t b = 0; b < nb; ++b)
             im2col(g, px + ((n0 + b) * cin + gi * cg) * g.in_plane, cg, cols + b * L, nb == 1, ld);
-          cpu::gemm<T>(false, true, mg, kc, ld, T(1), dyc, ld, cols, ld, T(1), dw + gi * mg * kc, kc);
+          // The first chunk writes the group's dW (beta 0), later chunks add to it.
+          cpu::gemm<T>(false, true, mg, kc, ld, T(1), dyc, ld, cols, ld, n0 == 0 ? T(0) : T(1), dw + gi * mg * kc, kc);
         }
         if (dx) {
           cpu::gemm<T>(true, false, kc, ld, mg, T(1), pw + gi * mg * kc, kc, dyc, ld, T(0), cols, ld);

@@ -3,6 +3,7 @@
 // kernels/common/optim.h, shared with CUDA.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/common/half.h"
 #include "kernels/common/optim.h"
@@ -150,9 +151,13 @@ void all_finite_kernel(KernelContext& ctx) {
     bool ok = true;
     for_float(t.dtype(), [&](auto tag_) {
     using T = decltype(tag_);
+      using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
       const T* p = t.data<T>();
-#pragma omp parallel for reduction(&& : ok) if (n > 65536)
-      for (int64_t j = 0; j < n; ++j) ok = ok && std::isfinite(p[j]);
+      // x * 0 is 0 for finite x and NaN for inf or NaN: one branch-free sum that vectorises.
+      A z = 0;
+#pragma omp parallel for simd reduction(+ : z) if (n > 65536)
+      for (int64_t j = 0; j < n; ++j) z += static_cast<A>(p[j]) * A(0);
+      ok = z == A(0);
     });
     finite = ok;
   }
@@ -238,6 +243,26 @@ void update_elements(int64_t count, Tensor half, F&& update) {
   });
 }
 
+// sgd_element over contiguous fp32 arrays, with or without a momentum buffer.
+template <bool kMomentum>
+void sgd_range(float* __restrict p, const float* __restrict g, float* __restrict mom, int64_t n, float gs,
+               SgdParams s) {
+  if constexpr (kMomentum) {
+    if (s.nesterov) {
+      s.nesterov = true;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i] * gs, mom + i, s);
+    } else {
+      s.nesterov = false;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i] * gs, mom + i, s);
+    }
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i] * gs, nullptr, s);
+  }
+}
+
 // SGDUpdate(p, g, mom?, lr, gscale, finite, p_half?) -> p_out, mom_out, p_half_out (in place).
 void sgd_kernel(KernelContext& ctx) {
   const Node& n = ctx.node();
@@ -259,11 +284,29 @@ void sgd_kernel(KernelContext& ctx) {
   const int64_t count = p.numel();
   const bool g32 = g.dtype() == DataType::kFloat32;
   const float* gp = g32 ? g.data<float>() : nullptr;
+  if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
+    cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
+      if (mp) sgd_range<true>(pp + b, gp + b, mp + b, e - b, gs, sp);
+      else sgd_range<false>(pp + b, gp + b, nullptr, e - b, gs, sp);
+    });
+    return;
+  }
   update_elements(count, half, [&](int64_t i) {
     float gi = (g32 ? gp[i] : read_as<float>(g, i)) * gs;
     sgd_element(pp[i], gi, mp ? mp + i : nullptr, sp);
     return pp[i];
   });
+}
+
+// adam_element over contiguous fp32 arrays with the weight-decay mode fixed at compile time
+// (kDecay: 0 none, 1 L2 into the gradient, 2 decoupled), so the loop has no branches and vectorises.
+template <int kDecay>
+void adam_range(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n,
+                float gs, AdamParams a) {
+  if constexpr (kDecay == 0) a.weight_decay = 0.f;
+  a.decoupled = kDecay == 2;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) adam_element(p[i], g[i] * gs, m[i], v[i], a);
 }
 
 // AdamUpdate(p, g, m, v, step, lr, gscale, finite, p_half?) -> p_out, m_out, v_out, p_half_out
@@ -296,6 +339,14 @@ void adam_kernel(KernelContext& ctx) {
   const int64_t count = p.numel();
   const bool g32 = g.dtype() == DataType::kFloat32;
   const float* gp = g32 ? g.data<float>() : nullptr;
+  if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
+    cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
+      if (ap.weight_decay == 0.f) adam_range<0>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
+      else if (ap.decoupled) adam_range<2>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
+      else adam_range<1>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
+    });
+    return;
+  }
   update_elements(count, half, [&](int64_t i) {
     float gi = (g32 ? gp[i] : read_as<float>(g, i)) * gs;
     adam_element(pp[i], gi, mp[i], vp[i], ap);

@@ -81,6 +81,38 @@ void im2col(const Geometry& g, const T* x, int64_t channels, T* col, bool parall
   const int64_t rows = channels * g.k_size, L = ld < 0 ? g.out_plane : ld, olast = g.out[g.nsp - 1];
   const int64_t slast = g.s[g.nsp - 1];
   const int64_t klast = g.k[g.nsp - 1];
+  if (g.nsp == 2) {  // images: plain loops, the column ranges of each kernel column computed once
+    const int64_t oh_n = g.out[0], ow_n = g.out[1], ih_n = g.in[0], iw_n = g.in[1], kh_n = g.k[0];
+    std::vector<AxisRange> wr(static_cast<size_t>(klast));
+    for (int64_t kw = 0; kw < klast; ++kw) wr[kw] = axis_range(g, 1, kw);
+#pragma omp parallel for schedule(static) if (parallel && rows * L > 32768)
+    for (int64_t ckh = 0; ckh < channels * kh_n; ++ckh) {
+      const int64_t c = ckh / kh_n, kh = ckh % kh_n;
+      const T* xc = x + c * g.in_plane;
+      const int64_t h_off = kh * g.d[0] - g.pb[0];
+      for (int64_t kw = 0; kw < klast; ++kw) {
+        T* dst = col + (ckh * klast + kw) * L;
+        const AxisRange& w = wr[kw];
+        for (int64_t oh = 0; oh < oh_n; ++oh) {
+          T* d = dst + oh * ow_n;
+          const int64_t ih = oh * g.s[0] + h_off;
+          if (ih < 0 || ih >= ih_n) {
+            for (int64_t o = 0; o < ow_n; ++o) d[o] = T(0);
+            continue;
+          }
+          const T* s = xc + ih * iw_n + w.off;
+          for (int64_t o = 0; o < w.lo; ++o) d[o] = T(0);
+          if (slast == 1) {
+            for (int64_t o = w.lo; o < w.hi; ++o) d[o] = s[o];
+          } else {
+            for (int64_t o = w.lo; o < w.hi; ++o) d[o] = s[o * slast];
+          }
+          for (int64_t o = w.hi; o < ow_n; ++o) d[o] = T(0);
+        }
+      }
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (parallel && rows * L > 32768)
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t c = row / g.k_size, kidx = row % g.k_size;
@@ -112,6 +144,33 @@ template <typename T>
 void col2im_add(const Geometry& g, const T* col, int64_t channels, T* x, bool parallel, int64_t ld = -1) {
   const int64_t L = ld < 0 ? g.out_plane : ld;
   const int64_t slast = g.s[g.nsp - 1], klast = g.k[g.nsp - 1];
+  if (g.nsp == 2) {  // images: plain loops over output rows
+    const int64_t oh_n = g.out[0], ow_n = g.out[1], ih_n = g.in[0], iw_n = g.in[1];
+    std::vector<AxisRange> wr(static_cast<size_t>(klast));
+    for (int64_t kw = 0; kw < klast; ++kw) wr[kw] = axis_range(g, 1, kw);
+#pragma omp parallel for schedule(static) if (parallel && channels * g.k_size * g.out_plane > 32768)
+    for (int64_t c = 0; c < channels; ++c) {
+      T* xc = x + c * g.in_plane;
+      for (int64_t kidx = 0; kidx < g.k_size; ++kidx) {
+        const T* src = col + (c * g.k_size + kidx) * L;
+        const int64_t kh = kidx / klast, kw = kidx - kh * klast;
+        const AxisRange& w = wr[kw];
+        const int64_t h_off = kh * g.d[0] - g.pb[0];
+        for (int64_t oh = 0; oh < oh_n; ++oh) {
+          const int64_t ih = oh * g.s[0] + h_off;
+          if (ih < 0 || ih >= ih_n) continue;
+          const T* s = src + oh * ow_n;
+          T* d = xc + ih * iw_n + w.off;
+          if (slast == 1) {
+            for (int64_t o = w.lo; o < w.hi; ++o) d[o] += s[o];
+          } else {
+            for (int64_t o = w.lo; o < w.hi; ++o) d[o * slast] += s[o];
+          }
+        }
+      }
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (parallel && channels * g.k_size * g.out_plane > 32768)
   for (int64_t c = 0; c < channels; ++c) {
     T* xc = x + c * g.in_plane;
