@@ -72,7 +72,7 @@ class ConvKernel : public Kernel {
     T* py = y.data<T>();
     const int64_t mg = cout / group_, kc = cg * g.k_size;
 
-    if (cg == 1 && mg <= 8) {  // depthwise (small channel multiplier): direct, no im2col
+    if (cg == 1 && group_ > 1 && mg <= 8) {  // depthwise (small channel multiplier): direct, no im2col
       depthwise<T>(g, px, pw, pbias, py, batch, cin, mg);
       return;
     }
@@ -215,6 +215,18 @@ class PoolKernel : public Kernel {
     T* py = y.data<T>();
     const int64_t in_plane = g.in_plane, out_plane = g.out_plane;
     const bool col_major = storage_order_ == 1;
+    if (mode_ == Mode::kMax && nsp == 2 && !col_major) {  // images: the 2-D loops
+#pragma omp parallel for schedule(static) if (planes * out_plane * g.k_size > 32768)
+      for (int64_t pl = 0; pl < planes; ++pl) {
+        T* yp = py + pl * out_plane;
+        int64_t* ip = pidx ? pidx + pl * out_plane : nullptr;
+        max_pool_plane_2d(p, px + pl * in_plane, [&](int64_t oi, int64_t bi, T best) {
+          yp[oi] = best;
+          if (ip) ip[oi] = bi < 0 ? -1 : pl * in_plane + bi;
+        });
+      }
+      return;
+    }
 #pragma omp parallel for schedule(static) if (planes * out_plane * g.k_size > 32768)
     for (int64_t pl = 0; pl < planes; ++pl) {
       const T* xp = px + pl * in_plane;

@@ -157,6 +157,17 @@ class PoolGradKernel : public Kernel {
     const Pool3 p = make_pool3(g);
     const T* px = x.data<T>();
     const T* pdy = dy.data<T>();
+    if (max_ && g.nsp == 2) {  // images: the forward's 2-D loops
+#pragma omp parallel for schedule(static) if (planes * g.out_plane * g.k_size > 32768)
+      for (int64_t pl = 0; pl < planes; ++pl) {
+        const T* gp = pdy + pl * g.out_plane;
+        T* dp = dx + pl * g.in_plane;
+        max_pool_plane_2d(p, px + pl * g.in_plane, [&](int64_t oi, int64_t bi, T) {
+          if (bi >= 0) dp[bi] += gp[oi];
+        });
+      }
+      return;
+    }
 #pragma omp parallel for schedule(static) if (planes * g.out_plane * g.k_size > 32768)
     for (int64_t pl = 0; pl < planes; ++pl) {
       const T* xp = px + pl * g.in_plane;

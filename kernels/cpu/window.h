@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,37 @@ struct Pool3 {
 };
 
 Pool3 make_pool3(const Geometry& g);
+
+// 2-D max pooling of one plane (a Pool3 geometry whose first axis is 1): calls
+// f(output index, flat input index of the window's first maximum, or -1 for an empty window).
+// NaN wins, as in the generic loops and PyTorch.
+template <typename T, class F>
+void max_pool_plane_2d(const Pool3& p, const T* xp, F&& f) {
+  const int64_t oh_n = p.out[1], ow_n = p.out[2], iw_n = p.in[2];
+  const int64_t sh = p.s[1], sw = p.s[2], dh = p.d[1], dw = p.d[2], ph = p.pb[1], pw = p.pb[2];
+  int64_t oi = 0;
+  for (int64_t oh = 0; oh < oh_n; ++oh) {
+    const int64_t h0 = oh * sh - ph, kh_lo = p.klo[1][oh], kh_hi = p.khi[1][oh];
+    for (int64_t ow = 0; ow < ow_n; ++ow, ++oi) {
+      const int64_t w0 = ow * sw - pw, kw_lo = p.klo[2][ow], kw_hi = p.khi[2][ow];
+      T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                    : std::numeric_limits<T>::lowest();
+      int64_t bi = -1;
+      for (int64_t kh = kh_lo; kh < kh_hi; ++kh) {
+        const int64_t row = (h0 + kh * dh) * iw_n + w0;
+        for (int64_t kw = kw_lo; kw < kw_hi; ++kw) {
+          const int64_t i = row + kw * dw;
+          const T v = xp[i];
+          if (v > best || (v != v && best == best)) {
+            best = v;
+            bi = i;
+          }
+        }
+      }
+      f(oi, bi, best);
+    }
+  }
+}
 
 // One pooling window of a Pool3 geometry: output position (o0, o1, o2) and its valid kernel ranges.
 struct PoolWindow {
