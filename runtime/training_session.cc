@@ -3,6 +3,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "graph/error.h"
@@ -156,13 +157,19 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   pin_batch(g, opts.batch_size);
   run_pipeline(g, s->pipeline_);
 
-  // Persistent tensors move to the device once and stay there; the executors are fed them.
+  // Persistent tensors move to the device once and stay there; the executors are fed them. On the
+  // CPU they are the graph's own buffers (the session owns the graph; no second copy of the
+  // weights, moments and accumulators), updated in place.
   for (auto& [p, acc] : g.gradients) s->accumulators_.insert(acc->name());
+  std::set<const void*> shared;
   for (const Value* v : g.values()) {
     bool persistent = v->kind() == ValueKind::kState ||
                       (v->kind() == ValueKind::kInitializer && g.state_updates.count(const_cast<Value*>(v)));
     if (!persistent) continue;
-    s->state_[v->name()] = s->device_->to_device(v->data().clone());
+    Tensor t = v->data();
+    // Two persistent values never share a buffer (each is updated in place on its own).
+    if (t.defined() && !shared.insert(t.storage().get()).second) t = t.clone();
+    s->state_[v->name()] = s->device_->to_device(t);
     s->state_order_.push_back(v->name());
   }
   const std::string loss = opts.pipeline.loss.rfind("model:", 0) == 0 ? opts.pipeline.loss.substr(6) : "loss";
