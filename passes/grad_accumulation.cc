@@ -66,6 +66,16 @@ std::string grad_accumulation_precondition(const Graph& g) {
   return "";
 }
 
+// A ConvGrad weight gradient in the accumulator's type that ConvGrad can write into the
+// accumulator itself (its optional fourth input): the filter GEMM (cuDNN's backward filter) then
+// runs with beta 0 on the first micro-step and 1 after, and no gradient buffer or copy remains.
+bool conv_fusable(const Value* grad, const Value* acc) {
+  Node* n = grad->producer();
+  return n && n->domain() == kOtterDomain && n->op_type() == "ConvGrad" && n->num_inputs() == 3 &&
+         n->num_outputs() > 1 && n->output(1) == grad && grad->uses().empty() && !grad->is_graph_output() &&
+         grad->dtype() == acc->dtype() && n->input(2)->dtype() == acc->dtype();
+}
+
 GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
   OTTER_CHECK(steps >= 1, "grad-accumulation: steps must be >= 1, got ", steps);
   std::string unmet = grad_accumulation_precondition(g);
@@ -102,6 +112,12 @@ GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
       result = fused->output(0);
       g.remove_node(mm);
       ++st.grads_fused;
+    } else if (conv_fusable(grad, acc)) {
+      Node* cg = grad->producer();
+      cg->add_input(acc);
+      infer_node(*cg);
+      result = grad;
+      ++st.grads_fused;
     } else {
       Node* a = g.add_node("AccumulateGrad", {acc, grad}, {g.unique_name(acc_name + ".new")}, kOtterDomain);
       infer_node(*a);
@@ -116,7 +132,7 @@ GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
 }
 
 std::string GradAccumulationPass::summary() const {
-  return "accumulate gradients of K micro-batches in fp32 state, fused into weight-gradient GEMMs";
+  return "accumulate gradients of K micro-batches in fp32 state, fused into weight-gradient GEMMs and ConvGrad";
 }
 
 std::vector<PassOption> GradAccumulationPass::options() const {

@@ -604,8 +604,12 @@ InferFn grads_like(int min_in, int max_in, std::vector<int> like) {
 }
 
 void infer_conv_grad(InferContext& ctx) {
-  grads_like(3, 3, {1, 2, 2})(ctx);  // dB then takes W's output-channel count
+  grads_like(3, 4, {1, 2, 2})(ctx);  // dB then takes W's output-channel count
   if (ctx.has_output(2)) ctx.set_output(2, ctx.in_dtype(2), Shape({dim_at(ctx.in_shape(2), 0)}));
+  if (ctx.has_input(3)) {  // dW accumulates into this state (grad-accumulation's fusion), in its type
+    infer::check_same_type(ctx, 2, 3);
+    if (ctx.has_output(1)) ctx.set_output(1, ctx.in_dtype(3), ctx.in_shape(3));
+  }
 }
 
 void infer_layer_norm_grad(InferContext& ctx) {
@@ -648,8 +652,10 @@ void infer_loss_grad(InferContext& ctx) {
 void register_nn_grad_ops(OpTable& t) {
   using P = PrecisionClass;
   infer::add_otter_op(t, "ConvGrad", infer_conv_grad, P::kLow,
-                      "ConvGrad(dY, X, W) {Conv's attributes} -> dX?, dW?, dB?: convolution backward (data, "
-                      "filter, bias)");
+                      "ConvGrad(dY, X, W, dW_acc?) {Conv's attributes} -> dX?, dW?, dB?: convolution backward "
+                      "(data, filter, bias); with dW_acc, dW is that accumulator updated in place (overwritten on "
+                      "the first micro-step, added to after)");
+  t.mutable_find(kOtterDomain, "ConvGrad", 1)->views = {{1, 3}};
   infer::add_otter_op(t, "MaxPoolGrad", grads_like(2, 2, {1}), P::kFollow,
                       "MaxPoolGrad(dY, X) {MaxPool's attributes}: dY routed to each window's (first) maximum");
   infer::add_otter_op(t, "AveragePoolGrad", grads_like(2, 2, {1}), P::kFollow,

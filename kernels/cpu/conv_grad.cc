@@ -1,7 +1,9 @@
 // CPU kernels of the convolution and pooling gradients (ai.otter ConvGrad, MaxPoolGrad,
 // AveragePoolGrad), on the window geometry, im2col and col2im of kernels/cpu/window.h.
 //
-// ConvGrad works on chunks of B images per group g (B chosen to bound the column buffer):
+// ConvGrad works on chunks of B images per group g (B chosen to bound the column buffer); with a
+// fourth input dW_acc (grad-accumulation's fusion) dW is that accumulator, added to after the
+// first micro-step:
 //   cols  [kc, B*L] = im2col of the B images side by side      (kc = C/g * kernel size, L = out plane)
 //   dYc   [mg, B*L] = dY of those images for the group's mg output channels
 //   dW_g += dYc * cols^T                      one GEMM per chunk (beta 0 on the first chunk: no fill)
@@ -60,14 +62,26 @@ class ConvGradKernel : public Kernel {
     ydims.insert(ydims.end(), g.out.begin(), g.out.end());
     check_grad_input(ctx, dy, ydims, "Conv");
     T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
-    T* dw = ctx.has_output(1) ? ctx.allocate_output(1, w.dtype(), w.dims()).template data<T>() : nullptr;
+    T* dw = nullptr;
+    bool dw_add = false;  // add into dW (a fused accumulator after the first micro-step)
+    if (ctx.has_output(1) && ctx.has_input(3)) {
+      const Tensor& acc = ctx.input(3);
+      if (acc.dtype() != w.dtype() || acc.dims() != w.dims())
+        ctx.error(str_cat("the dW accumulator ", acc.describe(), " does not match W ", w.describe()));
+      ctx.alias_output(1, acc, acc.dims());
+      Tensor a = acc;
+      dw = a.data<T>();
+      dw_add = !ctx.first_micro_step;
+    } else if (ctx.has_output(1)) {
+      dw = ctx.allocate_output(1, w.dtype(), w.dims()).template data<T>();
+    }
     T* db = ctx.has_output(2) ? ctx.allocate_output(2, w.dtype(), {cout}).template data<T>() : nullptr;
     const int64_t L = g.out_plane, mg = cout / group_, kc = cg * g.k_size;
     const T* pdy = dy.data<T>();
     if (db) bias_grad(pdy, db, batch, cout, L);
     if (dx) std::fill(dx, dx + x.numel(), T(0));
     if ((!dx && !dw) || batch == 0 || L == 0) {
-      if (dw) std::fill(dw, dw + w.numel(), T(0));
+      if (dw && !dw_add) std::fill(dw, dw + w.numel(), T(0));
       return;
     }
     const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(kc * L, 1), 1, batch);
@@ -84,7 +98,7 @@ class ConvGradKernel : public Kernel {
           for (int64_t b = 0; b < nb; ++b)
             im2col(g, px + ((n0 + b) * cin + gi * cg) * g.in_plane, cg, cols + b * L, nb == 1, ld);
           // The first chunk writes the group's dW (beta 0), later chunks add to it.
-          cpu::gemm<T>(false, true, mg, kc, ld, T(1), dyc, ld, cols, ld, n0 == 0 ? T(0) : T(1), dw + gi * mg * kc, kc);
+          cpu::gemm<T>(false, true, mg, kc, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !dw_add ? T(0) : T(1), dw + gi * mg * kc, kc);
         }
         if (dx) {
           cpu::gemm<T>(true, false, kc, ld, mg, T(1), pw + gi * mg * kc, kc, dyc, ld, T(0), cols, ld);
@@ -100,6 +114,7 @@ class ConvGradKernel : public Kernel {
   template <typename T>
   static void gather_dy(const T* dy, T* dyc, int64_t n0, int64_t nb, int64_t m0, int64_t mg, int64_t cout,
                         int64_t L) {
+#pragma omp parallel for schedule(static) if (mg * nb * L > 65536)
     for (int64_t m = 0; m < mg; ++m)
       for (int64_t b = 0; b < nb; ++b)
         std::memcpy(dyc + (m * nb + b) * L, dy + ((n0 + b) * cout + m0 + m) * L, L * sizeof(T));

@@ -108,8 +108,8 @@ void accumulate_kernel(KernelContext& ctx) {
     T* a = out.data<T>();
     if (g.dtype() == acc.dtype()) {
       const T* gp = g.data<T>();
-      if (first) {
-        std::memcpy(a, gp, acc.nbytes());
+      if (first) {  // both threads copy: one core cannot saturate the memory bus
+        cpu::parallel_ranges(n, [&](int64_t b, int64_t e) { std::memcpy(a + b, gp + b, (e - b) * sizeof(T)); });
       } else {
 #pragma omp parallel for if (n > 32768)
         for (int64_t i = 0; i < n; ++i) a[i] += gp[i];

@@ -218,8 +218,10 @@ struct BackwardPlan {
   size_t workspace;                        // enough for both
 };
 
-// ConvGrad(dY, X, W) {Conv's attributes} -> dX?, dW?, dB?: cuDNN's backward data and backward
-// filter passes; dB is dY summed over the batch and positions (a deterministic reduction).
+// ConvGrad(dY, X, W, dW_acc?) {Conv's attributes} -> dX?, dW?, dB?: cuDNN's backward data and
+// backward filter passes; dB is dY summed over the batch and positions (a deterministic
+// reduction). With dW_acc, dW is that accumulator: backward filter blends with beta 0 on the
+// first micro-step and beta 1 after.
 class ConvGradKernel : public Kernel {
  public:
   explicit ConvGradKernel(const Node& n) : w_(n, false), group_(n.attr_i("group", 1)) {
@@ -248,7 +250,20 @@ class ConvGradKernel : public Kernel {
       ctx.error(str_cat("dY ", dy.describe(), " does not match the Conv output shape ", dims_to_string(ydims)));
     CudaDevice& dev = device_of(ctx);
     Tensor* dx = ctx.has_output(0) ? &ctx.allocate_output(0, x.dtype(), x.dims()) : nullptr;
-    Tensor* dw = ctx.has_output(1) ? &ctx.allocate_output(1, w.dtype(), w.dims()) : nullptr;
+    Tensor* dw = nullptr;
+    Tensor acc_view;
+    bool dw_add = false;  // with dW_acc (grad-accumulation's fusion): beta 1 after the first micro-step
+    if (ctx.has_output(1) && ctx.has_input(3)) {
+      const Tensor& acc = ctx.input(3);
+      if (acc.dtype() != w.dtype() || acc.dims() != w.dims())
+        ctx.error(str_cat("the dW accumulator ", acc.describe(), " does not match W ", w.describe()));
+      ctx.alias_output(1, acc, acc.dims());
+      acc_view = acc;
+      dw = &acc_view;
+      dw_add = !ctx.first_micro_step;
+    } else if (ctx.has_output(1)) {
+      dw = &ctx.allocate_output(1, w.dtype(), w.dims());
+    }
     if (ctx.has_output(2)) {
       std::vector<bool> reduced(static_cast<size_t>(dy.rank()), true);
       reduced[1] = false;
@@ -256,7 +271,7 @@ class ConvGradKernel : public Kernel {
     }
     if (!dx && !dw) return;
     if (dy.numel() == 0 || x.numel() == 0 || w.numel() == 0) {  // empty sums: zeros
-      for (Tensor* t : {dx, dw})
+      for (Tensor* t : {dx, dw_add ? nullptr : dw})
         if (t && t->nbytes()) OTTER_CUDA_CHECK(cudaMemsetAsync(t->raw(), 0, t->nbytes(), dev.cuda_stream()));
       return;
     }
@@ -272,8 +287,8 @@ class ConvGradKernel : public Kernel {
     if (dw) {
       OTTER_CUDNN_CHECK(cudnnSetConvolutionMathType(p.desc->conv_, p.filter_math));
       OTTER_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dev.cudnn(), &one, p.desc->x_, x.raw(), p.desc->y_, dy.raw(),
-                                                       p.desc->conv_, p.filter_algo, ws.raw(), p.workspace, &zero,
-                                                       p.desc->w_, dw->raw()));
+                                                       p.desc->conv_, p.filter_algo, ws.raw(), p.workspace,
+                                                       dw_add ? &one : &zero, p.desc->w_, dw->raw()));
     }
   }
 

@@ -13,7 +13,8 @@ the optimizer steps once and the gradients are dropped (set_to_none), the recipe
         [--precision fp32|fp16|bf16] [--device cpu|cuda]
 
 BATCHES.npz holds the model input (named as in the ONNX graph) and `labels`, at least
-batch * accum samples; step s uses the samples from (s * batch * accum) modulo their count.
+batch * accum samples, cut into whole global batches of batch * accum that steps cycle through
+(step s uses global batch s modulo their number), as otter-bench's own loop does.
 Output fields: model, device, precision, batch, accum, threads, steps, ms_per_step (median),
 ms_min, ms_max, peak_bytes (peak process RSS growth on the CPU, torch.cuda.max_memory_allocated on
 CUDA), peak_rss_bytes, final_loss.
@@ -90,7 +91,7 @@ def main():
         return F.cross_entropy(logits.float().flatten(0, -2), y.flatten())
 
     def step(s):
-        start = (s * per_step) % (xs.shape[0] - per_step + 1)
+        start = (s % (xs.shape[0] // per_step)) * per_step  # whole global batches, cycled as otter does
         total = 0.0
         for k in range(a.accum):
             lo = start + k * a.batch

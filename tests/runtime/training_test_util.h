@@ -86,6 +86,27 @@ inline void unfuse_gemm_accumulate(Graph& g) {
   }
 }
 
+// Undoes grad-accumulation's ConvGrad fusion: ConvGrad(dY, X, W) then AccumulateGrad(acc, dW).
+inline void unfuse_conv_grad(Graph& g) {
+  for (Node* n : g.node_list()) {
+    if (n->op_type() != "ConvGrad" || n->num_inputs() != 4) continue;
+    Value* acc = n->input(3);
+    std::vector<std::string> names;
+    for (int i = 0; i < n->num_outputs(); ++i)
+      names.push_back(n->output(i) ? g.unique_name(n->output(i)->name() + ".part") : "");
+    Node* cg = g.add_node("ConvGrad", {n->input(0), n->input(1), n->input(2)}, names, kOtterDomain, n);
+    for (const auto& [k, v] : n->attrs()) cg->set_attr(k, v);
+    infer_node(*cg);
+    Node* add = g.add_node("AccumulateGrad", {acc, cg->output(1)}, {g.unique_name(acc->name() + ".sum")}, kOtterDomain, n);
+    infer_node(*add);
+    g.state_updates[acc] = add->output(0);
+    g.replace_all_uses(n->output(1), add->output(0));
+    for (int i : {0, 2})
+      if (i < n->num_outputs() && n->output(i)) g.replace_all_uses(n->output(i), cg->output(i));
+    g.remove_node(n);
+  }
+}
+
 // A fresh directory under the system's temporary directory, removed with its contents.
 struct TempDir {
   std::string path;
