@@ -85,26 +85,41 @@ class ConvKernel : public Kernel {
     //   out  [mg, nb*L] = W_g * cols (+ bias)       one GEMM per chunk, wide enough for BLAS
     //   Y[n0+b, group's channels] = out[:, b*L:(b+1)*L]   (written in place when nb = 1)
     // One wide GEMM instead of one per image keeps the weights packed once per chunk.
-    const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>((kc + mg) * L, 1), 1, batch);
+    // Kernel offsets that only ever see padding leave im2col and the GEMM (kc shrinks to kce):
+    // the weights of the live offsets are gathered into W_live [cout, cg * live].
+    const std::vector<int64_t> taps = pointwise ? std::vector<int64_t>{} : live_taps(g);
+    const bool reduced = !pointwise && static_cast<int64_t>(taps.size()) < g.k_size;
+    const int64_t nt = static_cast<int64_t>(taps.size()), kce = reduced ? cg * nt : kc;
+    const T* wsrc = pw;
+    if (reduced) {
+      T* wl = wscratch_.get<T>(static_cast<size_t>(std::max<int64_t>(cout * kce, 1)));
+      for (int64_t m = 0; m < cout; ++m)
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t j = 0; j < nt; ++j) wl[(m * cg + c) * nt + j] = pw[m * kc + c * g.k_size + taps[j]];
+      wsrc = wl;
+    }
+    const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>((kce + mg) * L, 1), 1, batch);
     const bool gather = chunk > 1 || !pointwise;
-    T* cols = gather ? scratch_.get<T>(static_cast<size_t>((kc + mg) * chunk * L)) : nullptr;
-    T* out = gather ? cols + kc * chunk * L : nullptr;
+    T* cols = gather ? scratch_.get<T>(static_cast<size_t>((kce + mg) * chunk * L)) : nullptr;
+    T* out = gather ? cols + kce * chunk * L : nullptr;
     const T gemm_beta = pbias ? T(1) : T(0);
     for (int64_t gi = 0; gi < group_; ++gi) {
-      const T* wg = pw + gi * mg * kc;
+      const T* wg = wsrc + gi * mg * kce;
       for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
         const int64_t nb = std::min(chunk, batch - n0), ld = nb * L;
         const T* col;
         if (pointwise && nb == 1) {
           col = px + (n0 * cin + gi * cg) * g.in_plane;
         } else {
-          const bool par_images = nb > 1 && kc * ld > 32768;
+          const bool par_images = nb > 1 && kce * ld > 32768;
 #pragma omp parallel for schedule(static) if (par_images)
           for (int64_t b = 0; b < nb; ++b) {
             const T* xg = px + ((n0 + b) * cin + gi * cg) * g.in_plane;
             T* cb = cols + b * L;
             if (pointwise) {
               for (int64_t c = 0; c < cg; ++c) std::memcpy(cb + c * ld, xg + c * L, L * sizeof(T));
+            } else if (reduced) {
+              im2col_taps(g, xg, cg, cb, taps, !par_images, ld);
             } else {
               im2col(g, xg, cg, cb, !par_images, ld);
             }
@@ -115,7 +130,7 @@ class ConvKernel : public Kernel {
         if (pbias) {
           for (int64_t m = 0; m < mg; ++m) std::fill(dst + m * ld, dst + (m + 1) * ld, pbias[gi * mg + m]);
         }
-        cpu::gemm<T>(false, false, mg, ld, kc, T(1), wg, kc, col, ld, gemm_beta, dst, ld);
+        cpu::gemm<T>(false, false, mg, ld, kce, T(1), wg, kce, col, ld, gemm_beta, dst, ld);
         if (nb > 1) {
 #pragma omp parallel for schedule(static) if (mg * ld > 65536)
           for (int64_t b = 0; b < nb; ++b)
@@ -160,7 +175,7 @@ class ConvKernel : public Kernel {
 
   WindowAttrs w_;
   int64_t group_;
-  Scratch scratch_;
+  Scratch scratch_, wscratch_;
 };
 
 // ---- pooling ------------------------------------------------------------------------------------

@@ -84,28 +84,63 @@ class ConvGradKernel : public Kernel {
       if (dw && !dw_add) std::fill(dw, dw + w.numel(), T(0));
       return;
     }
-    const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(kc * L, 1), 1, batch);
-    T* cols = scratch_.get<T>(static_cast<size_t>(kc * chunk * L + mg * chunk * L));
-    T* dyc = cols + kc * chunk * L;
+    // Kernel offsets that only ever see padding leave im2col and the GEMMs (kc shrinks to kce);
+    // their dW is zero (or unchanged when accumulating). The live offsets' weights and weight
+    // gradients go through W_live / dW_live [.., cg * live].
+    const std::vector<int64_t> taps = live_taps(g);
+    const int64_t nt = static_cast<int64_t>(taps.size());
+    const bool reduced = nt < g.k_size;
+    const int64_t kce = reduced ? cg * nt : kc;
+    const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(kce * L, 1), 1, batch);
+    T* cols = scratch_.get<T>(static_cast<size_t>(kce * chunk * L + mg * chunk * L));
+    T* dyc = cols + kce * chunk * L;
     const T* px = x.data<T>();
     const T* pw = w.data<T>();
+    T* wl = nullptr;   // W_live [cout, kce]
+    T* dwl = nullptr;  // one group's dW_live [mg, kce]
+    if (reduced) {
+      T* buf = wscratch_.get<T>(static_cast<size_t>(std::max<int64_t>((cout + mg) * kce, 1)));
+      wl = buf;
+      dwl = buf + cout * kce;
+      for (int64_t m = 0; m < cout; ++m)
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t j = 0; j < nt; ++j) wl[(m * cg + c) * nt + j] = pw[m * kc + c * g.k_size + taps[j]];
+    }
     for (int64_t gi = 0; gi < group_; ++gi) {
+      T* dwg = dw ? (reduced ? dwl : dw + gi * mg * kc) : nullptr;
+      const bool add_to_dwg = dw_add && !reduced;
       for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
         const int64_t nb = std::min(chunk, batch - n0), ld = nb * L;
         gather_dy(pdy, dyc, n0, nb, gi * mg, mg, cout, L);
         if (dw) {
-#pragma omp parallel for schedule(static) if (nb > 1 && kc * ld > 32768)
-          for (int64_t b = 0; b < nb; ++b)
-            im2col(g, px + ((n0 + b) * cin + gi * cg) * g.in_plane, cg, cols + b * L, nb == 1, ld);
+#pragma omp parallel for schedule(static) if (nb > 1 && kce * ld > 32768)
+          for (int64_t b = 0; b < nb; ++b) {
+            const T* xg = px + ((n0 + b) * cin + gi * cg) * g.in_plane;
+            if (reduced) im2col_taps(g, xg, cg, cols + b * L, taps, nb == 1, ld);
+            else im2col(g, xg, cg, cols + b * L, nb == 1, ld);
+          }
           // The first chunk writes the group's dW (beta 0), later chunks add to it.
-          cpu::gemm<T>(false, true, mg, kc, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !dw_add ? T(0) : T(1), dw + gi * mg * kc, kc);
+          cpu::gemm<T>(false, true, mg, kce, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !add_to_dwg ? T(0) : T(1), dwg,
+                       kce);
         }
         if (dx) {
-          cpu::gemm<T>(true, false, kc, ld, mg, T(1), pw + gi * mg * kc, kc, dyc, ld, T(0), cols, ld);
-#pragma omp parallel for schedule(static) if (nb > 1 && kc * ld > 32768)
-          for (int64_t b = 0; b < nb; ++b)
-            col2im_add(g, cols + b * L, cg, dx + ((n0 + b) * cin + gi * cg) * g.in_plane, nb == 1, ld);
+          const T* wg = reduced ? wl + gi * mg * kce : pw + gi * mg * kc;
+          cpu::gemm<T>(true, false, kce, ld, mg, T(1), wg, kce, dyc, ld, T(0), cols, ld);
+#pragma omp parallel for schedule(static) if (nb > 1 && kce * ld > 32768)
+          for (int64_t b = 0; b < nb; ++b) {
+            T* xg = dx + ((n0 + b) * cin + gi * cg) * g.in_plane;
+            if (reduced) col2im_add_taps(g, cols + b * L, cg, xg, taps, nb == 1, ld);
+            else col2im_add(g, cols + b * L, cg, xg, nb == 1, ld);
+          }
         }
+      }
+      if (dw && reduced) {  // scatter dW_live into the group's dW; dead offsets get 0 (or keep their sum)
+        T* dg = dw + gi * mg * kc;
+        if (!dw_add) std::fill(dg, dg + mg * kc, T(0));
+        if (kce == 0) continue;
+        for (int64_t m = 0; m < mg; ++m)
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t j = 0; j < nt; ++j) dg[m * kc + c * g.k_size + taps[j]] += dwl[(m * cg + c) * nt + j];
       }
     }
   }
@@ -135,7 +170,7 @@ class ConvGradKernel : public Kernel {
 
   WindowAttrs w_;
   int64_t group_;
-  Scratch scratch_;
+  Scratch scratch_, wscratch_;
 };
 
 // MaxPoolGrad(dY, X) and AveragePoolGrad(dY, X) with the forward's attributes: per plane, each

@@ -188,6 +188,72 @@ void col2im_add(const Geometry& g, const T* col, int64_t channels, T* x, bool pa
   }
 }
 
+// The kernel offsets (flat over a 2-D window) that read the input at some output position; the
+// others only ever see padding (a 3x3 kernel with padding 1 over a 1x1 plane reads through its
+// centre alone). Convolutions drop the dead offsets from im2col and the GEMMs. Not 2-D: all.
+inline std::vector<int64_t> live_taps(const Geometry& g) {
+  std::vector<int64_t> taps;
+  if (g.nsp != 2) {
+    for (int64_t t = 0; t < g.k_size; ++t) taps.push_back(t);
+    return taps;
+  }
+  for (int64_t kh = 0; kh < g.k[0]; ++kh) {
+    const AxisRange h = axis_range(g, 0, kh);
+    for (int64_t kw = 0; kw < g.k[1]; ++kw) {
+      const AxisRange w = axis_range(g, 1, kw);
+      if (h.lo < h.hi && w.lo < w.hi) taps.push_back(kh * g.k[1] + kw);
+    }
+  }
+  return taps;
+}
+
+// 2-D im2col over a subset of kernel offsets: col[(c*taps.size() + j), out_plane] for offset
+// taps[j] (rows `ld` apart).
+template <typename T>
+void im2col_taps(const Geometry& g, const T* x, int64_t channels, T* col, const std::vector<int64_t>& taps,
+                 bool parallel, int64_t ld) {
+  const int64_t nt = static_cast<int64_t>(taps.size()), oh_n = g.out[0], ow_n = g.out[1], iw_n = g.in[1];
+  const int64_t klast = g.k[1], slast = g.s[1];
+#pragma omp parallel for schedule(static) if (parallel && channels * nt * g.out_plane > 32768)
+  for (int64_t r = 0; r < channels * nt; ++r) {
+    const int64_t c = r / nt, t = taps[r % nt], kh = t / klast, kw = t % klast;
+    const T* xc = x + c * g.in_plane;
+    T* dst = col + r * ld;
+    const AxisRange w = axis_range(g, 1, kw);
+    const int64_t h_off = kh * g.d[0] - g.pb[0];
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      T* d = dst + oh * ow_n;
+      const int64_t ih = oh * g.s[0] + h_off;
+      const bool row_ok = ih >= 0 && ih < g.in[0];
+      for (int64_t o = 0; o < ow_n; ++o)
+        d[o] = row_ok && o >= w.lo && o < w.hi ? xc[ih * iw_n + w.off + o * slast] : T(0);
+    }
+  }
+}
+
+// The adjoint of im2col_taps: adds col's rows into channels [0, channels) of x.
+template <typename T>
+void col2im_add_taps(const Geometry& g, const T* col, int64_t channels, T* x, const std::vector<int64_t>& taps,
+                     bool parallel, int64_t ld) {
+  const int64_t nt = static_cast<int64_t>(taps.size()), oh_n = g.out[0], ow_n = g.out[1], iw_n = g.in[1];
+  const int64_t klast = g.k[1], slast = g.s[1];
+#pragma omp parallel for schedule(static) if (parallel && channels * nt * g.out_plane > 32768)
+  for (int64_t c = 0; c < channels; ++c) {
+    T* xc = x + c * g.in_plane;
+    for (int64_t j = 0; j < nt; ++j) {
+      const int64_t t = taps[j], kh = t / klast, kw = t % klast;
+      const T* src = col + (c * nt + j) * ld;
+      const AxisRange w = axis_range(g, 1, kw);
+      const int64_t h_off = kh * g.d[0] - g.pb[0];
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        const int64_t ih = oh * g.s[0] + h_off;
+        if (ih < 0 || ih >= g.in[0]) continue;
+        for (int64_t o = w.lo; o < w.hi; ++o) xc[ih * iw_n + w.off + o * slast] += src[oh * ow_n + o];
+      }
+    }
+  }
+}
+
 // A growable scratch buffer kept by a kernel between runs (no allocation in the steady state).
 class Scratch {
  public:

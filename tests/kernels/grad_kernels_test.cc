@@ -162,5 +162,54 @@ TEST(GradKernels, ConvGradOverSeveralImageChunks) {
   EXPECT_NEAR(out[2].get_as_double(0), db0, 1e-3);
 }
 
+// Planes smaller than the 3x3 window: some kernel offsets only ever see padding (over a 1x1 plane
+// all but the centre), and Conv / ConvGrad leave them out of im2col and the GEMMs. Forward,
+// dX, dW (zero at the dead offsets) against the direct sums; then dW accumulating into an
+// accumulator (ConvGrad's fourth input) on a later micro-step.
+TEST(GradKernels, ConvOverPlanesSmallerThanTheWindow) {
+  const Attribute pads(std::vector<int64_t>{1, 1, 1, 1});
+  for (std::vector<int64_t> plane : {std::vector<int64_t>{1, 1}, {2, 1}, {1, 3}}) {
+    const int64_t h = plane[0], wd = plane[1];
+    Tensor x = random_f32({4, 5, h, wd}, 6, -1, 1), w = random_f32({3, 5, 3, 3}, 7, -1, 1);
+    Tensor dy = random_f32({4, 3, h, wd}, 8, -1, 1);
+    auto y = run_op({.op = "Conv", .inputs = {x, w}, .attrs = {{"pads", pads}}});
+    // Forward by the direct sum.
+    double worst = 0;
+    for (int64_t b = 0; b < 4; ++b)
+      for (int64_t o = 0; o < 3; ++o)
+        for (int64_t i = 0; i < h; ++i)
+          for (int64_t j = 0; j < wd; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < 5; ++k)
+              for (int64_t u = 0; u < 3; ++u)
+                for (int64_t v = 0; v < 3; ++v) {
+                  const int64_t ii = i + u - 1, jj = j + v - 1;
+                  if (ii < 0 || ii >= h || jj < 0 || jj >= wd) continue;
+                  s += static_cast<double>(x.data<float>()[((b * 5 + k) * h + ii) * wd + jj]) *
+                       w.data<float>()[((o * 5 + k) * 3 + u) * 3 + v];
+                }
+            worst = std::max(worst, std::abs(y[0].data<float>()[((b * 3 + o) * h + i) * wd + j] - s));
+          }
+    EXPECT_LT(worst, 1e-5) << h << "x" << wd;
+    std::vector<double> dx, dw;
+    direct_conv_grads(dy, x, w, dx, dw);
+    auto g = run_op({.op = "ConvGrad", .inputs = {dy, x, w}, .attrs = {{"pads", pads}}, .num_outputs = 2,
+                     .domain = "ai.otter"});
+    for (int64_t i = 0; i < x.numel(); ++i) EXPECT_NEAR(g[0].get_as_double(i), dx[i], 1e-5) << h << "x" << wd;
+    for (int64_t i = 0; i < w.numel(); ++i) EXPECT_NEAR(g[1].get_as_double(i), dw[i], 1e-5) << h << "x" << wd;
+    // Into an accumulator: overwritten on the first micro-step, added to after.
+    Tensor acc = random_f32({3, 5, 3, 3}, 9, -1, 1);
+    const Tensor before = acc.clone();
+    auto first = run_op({.op = "ConvGrad", .inputs = {dy, x, w, acc}, .attrs = {{"pads", pads}}, .num_outputs = 2,
+                         .domain = "ai.otter"});
+    EXPECT_EQ(first[1].storage(), acc.storage());  // in place
+    for (int64_t i = 0; i < w.numel(); ++i) EXPECT_NEAR(acc.get_as_double(i), dw[i], 1e-5);
+    acc = before.clone();
+    run_op({.op = "ConvGrad", .inputs = {dy, x, w, acc}, .attrs = {{"pads", pads}}, .num_outputs = 2,
+            .domain = "ai.otter", .first_micro_step = false});
+    for (int64_t i = 0; i < w.numel(); ++i) EXPECT_NEAR(acc.get_as_double(i), before.get_as_double(i) + dw[i], 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace otter::testing

@@ -20,6 +20,7 @@ struct OpCall {
   int opset = 17;
   std::string domain;
   uint64_t seed = 0;
+  bool first_micro_step = true;  // what accumulating kernels see
 };
 
 // Builds a one-node graph (inputs typed from the tensors), selects the CPU kernel through the
@@ -49,6 +50,7 @@ inline std::vector<Tensor> run_op(const OpCall& c) {
   KernelContext ctx(*n, in_ptrs, out_ptrs, HostAllocator::instance());
   std::mt19937_64 rng(c.seed);
   ctx.rng = &rng;
+  ctx.first_micro_step = c.first_micro_step;
   kernel->run(ctx);
   return results;
 }
