@@ -68,6 +68,9 @@ def main():
     p.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16"])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = p.parse_args()
+    if a.precision == "fp16" and a.device == "cpu":
+        sys.exit("torch_bench.py: PyTorch's CPU autocast (torch %s) supports bf16 only; compare fp16 on cuda "
+                 "or use --precision bf16 on the cpu" % torch.__version__)
 
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
