@@ -154,7 +154,7 @@ void infer_where(InferContext& ctx) {
   });
 }
 
-enum class Cmp { kEqual, kLess, kGreater };
+enum class Cmp { kEqual, kLess, kGreater, kLessOrEqual, kGreaterOrEqual };
 
 // Comparison of two elements; a known dim is never negative, so it compares with a negative
 // constant even when symbolic.
@@ -162,12 +162,19 @@ Dim compare_elems(Cmp op, const SymElem& a, const SymElem& b) {
   auto result = [](bool r) { return Dim(int64_t{r}); };
   if (a.exact && b.exact) {
     int64_t x = *a.exact, y = *b.exact;
-    return result(op == Cmp::kEqual ? x == y : op == Cmp::kLess ? x < y : x > y);
+    switch (op) {
+      case Cmp::kEqual: return result(x == y);
+      case Cmp::kLess: return result(x < y);
+      case Cmp::kGreater: return result(x > y);
+      case Cmp::kLessOrEqual: return result(x <= y);
+      case Cmp::kGreaterOrEqual: return result(x >= y);
+    }
   }
-  if (a.d.is_symbolic() && a.d == b.d) return result(op == Cmp::kEqual);
+  const bool ge = op == Cmp::kGreater || op == Cmp::kGreaterOrEqual, le = op == Cmp::kLess || op == Cmp::kLessOrEqual;
+  if (a.d.is_symbolic() && a.d == b.d) return result(op == Cmp::kEqual || op == Cmp::kLessOrEqual || op == Cmp::kGreaterOrEqual);
   bool a_dim = infer::dim_known(a.d), b_dim = infer::dim_known(b.d);
-  if (a_dim && b.exact && *b.exact < 0) return result(op == Cmp::kGreater);  // dim vs negative
-  if (b_dim && a.exact && *a.exact < 0) return result(op == Cmp::kLess);    // negative vs dim
+  if (a_dim && b.exact && *b.exact < 0) return result(ge);  // dim vs negative
+  if (b_dim && a.exact && *a.exact < 0) return result(le);  // negative vs dim
   return Dim();
 }
 
@@ -186,6 +193,36 @@ void infer_not(InferContext& ctx) {
   infer::check_type(ctx, 0, Types::kBool);
   ctx.set_output(0, DataType::kBool, ctx.in_shape(0));
   propagate_sym(ctx, {0}, [](const Elems& a) { return a[0].exact ? Dim(int64_t{*a[0].exact == 0}) : Dim(); });
+}
+
+// Or / Xor of bool tensors, broadcast.
+InferFn logic(bool is_xor) {
+  return [is_xor](InferContext& ctx) {
+    infer::check_arity(ctx, 2, 2);
+    infer::check_type(ctx, 0, Types::kBool);
+    infer::check_type(ctx, 1, Types::kBool);
+    ctx.set_output(0, DataType::kBool, broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
+    propagate_sym(ctx, {0, 1}, [is_xor](const Elems& a) {
+      if (exact2(a)) return Dim(int64_t{is_xor ? ((*a[0].exact != 0) != (*a[1].exact != 0))
+                                                : ((*a[0].exact != 0) || (*a[1].exact != 0))});
+      return Dim();
+    });
+  };
+}
+
+// Sum / Mean of one or more float (Sum: numeric) inputs, broadcast.
+InferFn variadic(Types types) {
+  return [types](InferContext& ctx) {
+    infer::check_arity(ctx, 1, 1 << 20);
+    infer::check_type(ctx, 0, types);
+    std::vector<Shape> shapes;
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) ctx.error(str_cat("input ", i, " is missing (inputs are not optional)"));
+      infer::check_same_type(ctx, 0, i);
+      shapes.push_back(ctx.in_shape(i));
+    }
+    ctx.set_output(0, ctx.in_dtype(0), broadcast_shapes(ctx, shapes));
+  };
 }
 
 void infer_and(InferContext& ctx) {
@@ -308,6 +345,18 @@ void grad_min_max(GradContext& c) {
     if (c.needs_grad(i)) c.set_grad_input(i, c.sum_to_shape(c.emit("Mul", {share, masks[i]}), c.input(i)));
 }
 
+// Sum / Mean: each input gets dY (divided by the input count for Mean), summed back over the axes
+// it was broadcast along.
+GradFn grad_sum_mean(bool mean) {
+  return [mean](GradContext& c) {
+    Value* dy = c.grad_output(0);
+    const int n = c.node().num_inputs();
+    if (mean && n > 1) dy = c.emit("Div", {dy, c.scalar_like(static_cast<double>(n), dy)});
+    for (int i = 0; i < n; ++i)
+      if (c.needs_grad(i)) c.set_grad_input(i, c.sum_to_shape(dy, c.input(i)));
+  };
+}
+
 // Where(cond, x, y): x's gradient where cond holds, y's elsewhere.
 void grad_where(GradContext& c) {
   Value *dy = c.grad_output(0), *cond = c.input(0);
@@ -428,13 +477,22 @@ void register_elementwise_ops(OpTable& t) {
       "element-wise minimum of the inputs, broadcast");
   add(t, "Max", 13, min_max(true), P::kFollow, true, rule(grad_min_max),
       "element-wise maximum of the inputs, broadcast");
+  add(t, "Sum", 13, variadic(Types::kNumeric), P::kFollow, false, rule(grad_sum_mean(false)),
+      "element-wise sum of the inputs, broadcast");
+  add(t, "Mean", 13, variadic(Types::kFloat), P::kFollow, false, rule(grad_sum_mean(true)),
+      "element-wise mean of the inputs, broadcast");
   add(t, "Where", 9, infer_where, P::kFollow, false, rule(grad_where), "condition ? X : Y, broadcast (Where 9, 16)");
   // Comparisons and logic: bool outputs, no gradient. Equal 13/19, Not 1, And 7.
   add(t, "Equal", 13, compare(Cmp::kEqual), P::kNone, false, kNoGrad, "A == B (bool), broadcast");
   add(t, "Less", 13, compare(Cmp::kLess), P::kNone, false, kNoGrad, "A < B (bool), broadcast");
   add(t, "Greater", 13, compare(Cmp::kGreater), P::kNone, false, kNoGrad, "A > B (bool), broadcast");
+  add(t, "LessOrEqual", 12, compare(Cmp::kLessOrEqual), P::kNone, false, kNoGrad, "A <= B (bool), broadcast");
+  add(t, "GreaterOrEqual", 12, compare(Cmp::kGreaterOrEqual), P::kNone, false, kNoGrad,
+      "A >= B (bool), broadcast");
   add(t, "Not", 1, infer_not, P::kNone, true, kNoGrad, "logical not of a bool tensor");
   add(t, "And", 7, infer_and, P::kNone, true, kNoGrad, "logical and of bool tensors, broadcast");
+  add(t, "Or", 7, logic(false), P::kNone, true, kNoGrad, "logical or of bool tensors, broadcast");
+  add(t, "Xor", 7, logic(true), P::kNone, true, kNoGrad, "logical xor of bool tensors, broadcast");
   // Cast 13, 19 (saturate), 21 (4-bit types): the mixed-precision pass places Casts itself. Its
   // gradient is a Cast back; a Cast from an integer type passes no gradient (autodiff skips it).
   add(t, "Cast", 13, infer_cast, P::kNone, false, rule(grad_cast), "converts X to the type of attribute 'to'");

@@ -503,6 +503,17 @@ void grad_global_avg_pool(GradContext& c) {
   c.set_grad_input(0, c.emit("Mul", {c.expand_like(c.grad_output(0), x), c.numel_ratio(c.output(0), x, x)}));
 }
 
+// GlobalMaxPool: dY goes to each plane's maxima, split evenly between ties (as ReduceMax).
+void grad_global_max_pool(GradContext& c) {
+  Value *x = c.input(0), *y = c.output(0);
+  const int64_t rank = c.rank_of(x);
+  std::vector<int64_t> spatial;
+  for (int64_t a = 2; a < rank; ++a) spatial.push_back(a);
+  Value* mask = c.cast(c.emit("Equal", {x, y}), x->dtype());
+  Value* count = c.emit("ReduceSum", {mask, c.ints(spatial)}, {{"keepdims", Attribute(int64_t{1})}});
+  c.set_grad_input(0, c.emit("Div", {c.emit("Mul", {mask, c.grad_output(0)}), count}));
+}
+
 bool batch_norm_training(const Node& n) {
   if (n.opset() >= 14) return n.attr_i("training_mode", 0) != 0;
   for (int i = 1; i < n.num_outputs(); ++i)
@@ -714,6 +725,8 @@ void register_nn_ops(OpTable& t) {
       "N-d average pooling (AveragePool 11, 19: dilations)");
   add(t, "GlobalAveragePool", 1, kMax, infer_global_avg_pool, P::kFollow, false, rule(grad_global_avg_pool),
       "mean over all spatial axes");
+  add(t, "GlobalMaxPool", 1, kMax, infer_global_avg_pool, P::kFollow, false, rule(grad_global_max_pool),
+      "max over all spatial axes");
   // BatchNormalization 9 (outputs mean, var, saved_mean, saved_var in training), 14 (training_mode
   // attribute, outputs running_mean/running_var), 15 (separate scale/stat types).
   add(t, "BatchNormalization", 9, kMax, infer_batch_norm, P::kFollow, false, rule(grad_batch_norm),

@@ -132,7 +132,7 @@ GradFn grad_reduce_mean(bool axes_input) {
   };
 }
 
-// ReduceMax: dY goes to the elements equal to the maximum, split evenly between ties.
+// ReduceMax (and ReduceMin): dY goes to the elements equal to the result, split evenly between ties.
 GradFn grad_reduce_max(bool axes_input) {
   return [axes_input](GradContext& c) {
     Reduced r = reduced_axes(c, axes_input);
@@ -141,6 +141,31 @@ GradFn grad_reduce_max(bool axes_input) {
     Value* mask = c.cast(c.emit("Equal", {x, keep_dims(c, r, c.output(0))}), x->dtype());
     Value* count = c.emit("ReduceSum", {mask, axes_tensor(c, r)}, {{"keepdims", Attribute(int64_t{1})}});
     c.set_grad_input(0, c.emit("Div", {c.emit("Mul", {mask, keep_dims(c, r, dy)}), count}));
+  };
+}
+
+// ReduceSumSquare: d/dx sum(x^2) = 2x.
+GradFn grad_reduce_sum_square(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value *dy = c.grad_output(0), *x = c.input(0);
+    if (r.identity) return c.set_grad_input(0, dy);  // noop_with_empty_axes: Y = X
+    Value* two_x = c.emit("Mul", {x, c.scalar_like(2, x)});
+    c.set_grad_input(0, c.emit("Mul", {two_x, c.expand_like(keep_dims(c, r, dy), x)}));
+  };
+}
+
+// ReduceL2: d/dx sqrt(sum(x^2)) = x / y, taken as 0 where the norm y is 0 (PyTorch's subgradient).
+GradFn grad_reduce_l2(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value *dy = c.grad_output(0), *x = c.input(0), *y = c.output(0);
+    if (r.identity) return c.set_grad_input(0, dy);  // noop_with_empty_axes: Y = X
+    Value* zero = c.scalar_like(0, y);
+    Value* is_zero = c.emit("Equal", {y, zero});
+    Value* safe_y = c.emit("Where", {is_zero, c.scalar_like(1, y), y});
+    Value* ratio = c.emit("Where", {is_zero, zero, c.emit("Div", {dy, safe_y})});
+    c.set_grad_input(0, c.emit("Mul", {x, c.expand_like(keep_dims(c, r, ratio), x)}));
   };
 }
 
@@ -174,6 +199,19 @@ void register_reduce_ops(OpTable& t) {
   // ReduceMax 18 (axes input), 20 (bool inputs).
   add(t, "ReduceMax", 18, kMax, true, Types::kAny, P::kFollow, grad_reduce_max,
       "max over input 'axes' (all when empty)");
+  // ReduceMin like ReduceMax (the gradient goes to the minima, split between ties).
+  add(t, "ReduceMin", 13, 17, false, Types::kNumeric, P::kFollow, grad_reduce_max,
+      "min over attribute 'axes' (all when absent)");
+  add(t, "ReduceMin", 18, kMax, true, Types::kAny, P::kFollow, grad_reduce_max,
+      "min over input 'axes' (all when empty)");
+  add(t, "ReduceSumSquare", 13, 17, false, Types::kFloat, P::kFp32, grad_reduce_sum_square,
+      "sum of squares over attribute 'axes' (all when absent)");
+  add(t, "ReduceSumSquare", 18, kMax, true, Types::kFloat, P::kFp32, grad_reduce_sum_square,
+      "sum of squares over input 'axes' (all when empty)");
+  add(t, "ReduceL2", 13, 17, false, Types::kFloat, P::kFp32, grad_reduce_l2,
+      "Euclidean norm over attribute 'axes' (all when absent)");
+  add(t, "ReduceL2", 18, kMax, true, Types::kFloat, P::kFp32, grad_reduce_l2,
+      "Euclidean norm over input 'axes' (all when empty)");
 }
 
 }  // namespace otter

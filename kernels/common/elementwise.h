@@ -101,6 +101,11 @@ struct EqualOp {
 struct LessOp {
   template <typename T> OTTER_HD bool operator()(T a, T b) const { return a < b; }
 };
+// x * s (Mean's division by the input count, as a multiplication by 1/n in the compute type).
+struct ScaleOp {
+  float s;
+  template <typename T> OTTER_HD T operator()(T a) const { return static_cast<T>(a * static_cast<T>(s)); }
+};
 struct LessOrEqualOp {
   template <typename T> OTTER_HD bool operator()(T a, T b) const { return a <= b; }
 };

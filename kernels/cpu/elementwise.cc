@@ -176,10 +176,10 @@ class VariadicKernel : public Kernel {
       }
       if constexpr (std::is_floating_point_v<compute_t<S>>) {
         if (mean_) {
-          compute_t<S> inv = compute_t<S>(1) / static_cast<compute_t<S>>(n);
+          const ScaleOp scale{1.f / static_cast<float>(n)};
           S* p = out.data<S>();
           cpu::parallel_ranges(out.numel(), [&](int64_t b, int64_t e) {
-            for (int64_t j = b; j < e; ++j) p[j] = store<S>(load(p[j]) * inv);
+            for (int64_t j = b; j < e; ++j) p[j] = store<S>(scale(load(p[j])));
           });
         }
       }

@@ -27,7 +27,7 @@ void cast_tensor(const KernelContext& ctx, const Tensor& src, Tensor& dst);
 
 // y = the reduction of x over the axes flagged in `reduced`; y is allocated with x's other axes
 // (any dims of size 1 between them). reduce.cu
-enum class Reduction { kSum, kMean, kMax };
+enum class Reduction { kSum, kMean, kMax, kMin, kSumSquare, kL2 };
 void reduce_axes(const KernelContext& ctx, Reduction kind, const Tensor& x, Tensor& y, const std::vector<bool>& reduced);
 // y (allocated with the target shape) = x summed over the axes where it was broadcast from y.
 void sum_to_shape(const KernelContext& ctx, const Tensor& x, Tensor& y);

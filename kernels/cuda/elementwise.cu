@@ -202,8 +202,9 @@ class UnaryKernel : public Kernel {
   F f_;
 };
 
-// Min / Max over any number of broadcast inputs, folded pairwise into the output.
-template <typename F>
+// Sum / Mean / Min / Max over any number of broadcast inputs, folded pairwise into the output
+// (as on the CPU); Mean then scales by 1/n.
+template <typename F, bool kMean = false>
 class VariadicKernel : public Kernel {
  public:
   explicit VariadicKernel(const Node&) {}
@@ -226,6 +227,7 @@ class VariadicKernel : public Kernel {
       }
       launch_binary<S, S>(ctx, a, ctx.input(1), out, F{});
       for (int i = 2; i < n; ++i) launch_binary<S, S>(ctx, out, ctx.input(i), out, F{});
+      if constexpr (kMean) launch_unary<S>(ctx, out, out, ScaleOp{1.f / static_cast<float>(n)});
     });
   }
 };
@@ -484,6 +486,8 @@ KernelFactory elementwise_kernel(const std::string& op) {
   if (op == "Pow") return make<PowKernel>();
   if (op == "Min") return make<VariadicKernel<MinOp>>();
   if (op == "Max") return make<VariadicKernel<MaxOp>>();
+  if (op == "Sum") return make<VariadicKernel<AddOp>>();
+  if (op == "Mean") return make<VariadicKernel<AddOp, true>>();
   if (op == "Neg") return unary<NegOp, T::kNumeric>();  // the op table admits signed types only
   if (op == "Abs") return unary<AbsOp, T::kNumeric>();
   if (op == "Relu") return unary<ReluOp, T::kNumeric>();
@@ -510,7 +514,11 @@ KernelFactory elementwise_kernel(const std::string& op) {
   if (op == "Equal") return make<BinaryKernel<EqualOp, T::kAll, true>>();
   if (op == "Less") return make<BinaryKernel<LessOp, T::kNumeric, true>>();
   if (op == "Greater") return make<BinaryKernel<GreaterOp, T::kNumeric, true>>();
+  if (op == "LessOrEqual") return make<BinaryKernel<LessOrEqualOp, T::kNumeric, true>>();
+  if (op == "GreaterOrEqual") return make<BinaryKernel<GreaterOrEqualOp, T::kNumeric, true>>();
   if (op == "And") return make<BinaryKernel<AndOp, T::kBool, true>>();
+  if (op == "Or") return make<BinaryKernel<OrOp, T::kBool, true>>();
+  if (op == "Xor") return make<BinaryKernel<XorOp, T::kBool, true>>();
   if (op == "Not") return unary<NotOp, T::kBool>();
   if (op == "Where") return make<WhereKernel>();
   if (op == "Cast") return make<CastKernel>();

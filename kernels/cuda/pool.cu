@@ -158,10 +158,11 @@ class PoolKernel : public Kernel {
   int64_t storage_order_;
 };
 
-// One value per (n, c) plane: the mean over the spatial axes.
+// One value per (n, c) plane: the mean (GlobalAveragePool) or maximum (GlobalMaxPool) over the
+// spatial axes.
 class GlobalAveragePoolKernel : public Kernel {
  public:
-  explicit GlobalAveragePoolKernel(const Node&) {}
+  explicit GlobalAveragePoolKernel(const Node& n) : kind_(n.op_type() == "GlobalMaxPool" ? Reduction::kMax : Reduction::kMean) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     if (x.rank() < 2) ctx.error(str_cat("X must have rank >= 2 (N, C, spatial...), got ", x.describe()));
@@ -170,8 +171,11 @@ class GlobalAveragePoolKernel : public Kernel {
     Tensor& y = ctx.allocate_output(0, x.dtype(), odims);
     std::vector<bool> reduced(static_cast<size_t>(x.rank()), true);
     reduced[0] = reduced[1] = false;
-    reduce_axes(ctx, Reduction::kMean, x, y, reduced);
+    reduce_axes(ctx, kind_, x, y, reduced);
   }
+
+ private:
+  Reduction kind_;
 };
 
 // ---- gradients: gathered per input element (each window covering it), so no atomics -----------
@@ -288,7 +292,7 @@ class PoolGradKernel : public Kernel {
 KernelFactory pool_kernel(const std::string& op) {
   if (op == "MaxPool" || op == "AveragePool")
     return [max = op == "MaxPool"](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PoolKernel>(n, max); };
-  if (op == "GlobalAveragePool")
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool")
     return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<GlobalAveragePoolKernel>(n); };
   if (op == "MaxPoolGrad" || op == "AveragePoolGrad")
     return [max = op == "MaxPoolGrad"](const Node& n) -> std::unique_ptr<Kernel> {

@@ -1,4 +1,5 @@
-// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax) and the sums over axes that
+// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2)
+// and the sums over axes that
 // SumToShape, GlobalAveragePool and the gradient kernels use.
 //
 // An output element is the reduction over the reduced axes at its kept-axes position; two strided
@@ -22,13 +23,22 @@ template <Reduction K>
 struct Combine {
   template <typename A> __device__ A operator()(A acc, A v) const {
     if constexpr (K == Reduction::kMax) return MaxOp{}(acc, v);
+    else if constexpr (K == Reduction::kMin) return MinOp{}(acc, v);
     else return acc + v;
   }
 };
 
+// An element as it enters the reduction: squared for ReduceSumSquare and ReduceL2.
+template <Reduction K, typename A>
+__device__ A prepare(A v) {
+  if constexpr (K == Reduction::kSumSquare || K == Reduction::kL2) return v * v;
+  else return v;
+}
+
 template <Reduction K, typename S, typename A>
 __device__ S finish(A acc, int64_t count) {
   if constexpr (K == Reduction::kMean) acc = acc / static_cast<A>(count);
+  if constexpr (K == Reduction::kL2 && std::is_floating_point_v<A>) acc = sqrt(acc);  // floats only (registered)
   return store_value<S>(static_cast<compute_type<S>>(acc));
 }
 
@@ -43,7 +53,7 @@ __global__ void reduce_thread_kernel(int64_t outputs, int64_t R, const S* x, S* 
     A acc = init;
     for (int64_t r = 0; r < R; ++r) {
       red.offsets(r, off);
-      acc = comb(acc, static_cast<A>(load_value(x[base[0] + off[0]])));
+      acc = comb(acc, prepare<K>(static_cast<A>(load_value(x[base[0] + off[0]]))));
     }
     y[o] = finish<K, S>(acc, R);
   }
@@ -60,7 +70,7 @@ __global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, S* y
     A acc = init;
     for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
       red.offsets(r, off);
-      acc = comb(acc, static_cast<A>(load_value(x[base[0] + off[0]])));
+      acc = comb(acc, prepare<K>(static_cast<A>(load_value(x[base[0] + off[0]]))));
     }
     acc = block_reduce(acc, comb, init);
     if (threadIdx.x == 0) y[o] = finish<K, S>(acc, R);
@@ -71,6 +81,8 @@ template <typename A>
 A reduce_init(Reduction k) {
   if (k == Reduction::kMax)
     return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
+  if (k == Reduction::kMin)
+    return std::is_floating_point_v<A> ? std::numeric_limits<A>::infinity() : std::numeric_limits<A>::max();
   return A(0);
 }
 
@@ -107,6 +119,9 @@ void dispatch_kind(Reduction k, const KernelContext& ctx, const Tensor& x, Tenso
     case Reduction::kSum: return launch_reduce<Reduction::kSum, S>(ctx, x, y, red);
     case Reduction::kMean: return launch_reduce<Reduction::kMean, S>(ctx, x, y, red);
     case Reduction::kMax: return launch_reduce<Reduction::kMax, S>(ctx, x, y, red);
+    case Reduction::kMin: return launch_reduce<Reduction::kMin, S>(ctx, x, y, red);
+    case Reduction::kSumSquare: return launch_reduce<Reduction::kSumSquare, S>(ctx, x, y, red);
+    case Reduction::kL2: return launch_reduce<Reduction::kL2, S>(ctx, x, y, red);
   }
 }
 
@@ -140,7 +155,7 @@ class ReduceKernel : public Kernel {
       if (!red[i]) out_dims.push_back(x.dims()[i]);
       else if (keepdims_) out_dims.push_back(1);
     }
-    if (kind_ == Reduction::kMean && !is_float(x.dtype()))
+    if ((kind_ == Reduction::kMean || kind_ == Reduction::kSumSquare || kind_ == Reduction::kL2) && !is_float(x.dtype()))
       ctx.error(str_cat("input must be a float tensor, got ", x.describe()));
     Tensor& out = ctx.allocate_output(0, x.dtype(), out_dims);
     dispatch_numeric(x.dtype(), [&](auto tag) {
@@ -165,6 +180,9 @@ KernelFactory reduce_kernel(const std::string& op) {
   if (op == "ReduceSum") return reduce(Reduction::kSum, 13);
   if (op == "ReduceMean") return reduce(Reduction::kMean, 18);
   if (op == "ReduceMax") return reduce(Reduction::kMax, 18);
+  if (op == "ReduceMin") return reduce(Reduction::kMin, 18);
+  if (op == "ReduceSumSquare") return reduce(Reduction::kSumSquare, 18);
+  if (op == "ReduceL2") return reduce(Reduction::kL2, 18);
   fail("reduce_kernel: no CUDA kernel for ", op);
 }
 

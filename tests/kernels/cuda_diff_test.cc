@@ -123,10 +123,12 @@ std::vector<Case> elementwise_cases() {
   cs.push_back(mk("Pow_float", "Pow", {Tu({4, 6}, 0.1, 3), T({6})}, kF));
   cs.push_back(mk("Pow_int", "Pow", {Tu({4, 6}, -5, 5), Tu({6}, 0, 3)}, {I64, I32, I8, U8}));
   cs.push_back(mk("Pow_float_base_int_exponent", "Pow", {Tu({5}, 0.5, 2), vals(I64, {5}, {0, 1, 2, 3, -1})}, kF));
-  for (const char* op : {"Min", "Max"}) {
+  for (const char* op : {"Min", "Max", "Sum"}) {
     cs.push_back(mk(str_cat(op, "_three"), op, {T({2, 3, 4}), T({4}), T({3, 1})}, kNum));
     cs.push_back(mk(str_cat(op, "_one"), op, {T({5, 2})}, kNum));
   }
+  cs.push_back(mk("Mean_three", "Mean", {T({2, 3, 4}), T({4}), T({3, 1})}, kF));
+  cs.push_back(mk("Mean_one", "Mean", {T({5, 2})}, kF));
   cs.push_back(mk("Max_nan", "Max", {Tv({3}, {NAN, 1, 2}), Tv({3}, {0, NAN, 1})}, kF));
   for (const char* op : {"Neg", "Abs", "Relu"}) {
     const std::vector<DataType>& types = std::string(op) == "Abs" ? kNum : kSigned;
@@ -149,9 +151,9 @@ std::vector<Case> elementwise_cases() {
   cs.push_back(mk("Clip_max_only", "Clip", {Tu({4, 5}, -8, 8), absent(), Tv({}, {2})}, kNum));
   cs.push_back(mk("Clip_none", "Clip", {Tu({7}, -8, 8)}, kNum));
   cs.push_back(mk("Equal_broadcast", "Equal", {Tu({4, 5}, -2, 2), Tu({5}, -2, 2)}, {F32, F16, BF16, I64, I32, I8, U8, BOOL}));
-  for (const char* op : {"Less", "Greater"})
+  for (const char* op : {"Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
     cs.push_back(mk(str_cat(op, "_broadcast"), op, {Tu({4, 5}, -2, 2), Tu({4, 1}, -2, 2)}, kNum));
-  cs.push_back(mk("And_broadcast", "And", {T({3, 4}), T({4})}, kB));
+  for (const char* op : {"And", "Or", "Xor"}) cs.push_back(mk(str_cat(op, "_broadcast"), op, {T({3, 4}), T({4})}, kB));
   cs.push_back(mk("Not_odd", "Not", {T({3, 7})}, kB));
   cs.push_back(mk("Where_broadcast", "Where", {of(BOOL, {3, 1}), T({1, 4}), T({3, 4})}, {F32, F16, BF16, I64, I32, U8, BOOL}));
   cs.push_back(mk("Where_empty", "Where", {of(BOOL, {0, 1}), T({1, 4}), T({4})}, {F32}));
@@ -171,8 +173,9 @@ std::vector<Case> elementwise_cases() {
 
 std::vector<Case> reduce_cases() {
   std::vector<Case> cs;
-  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax"}) {
-    const std::vector<DataType>& types = std::string(op) == "ReduceMean" ? kF : kFI;
+  for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL2"}) {
+    const std::string o = op;
+    const std::vector<DataType>& types = o == "ReduceSum" || o == "ReduceMax" || o == "ReduceMin" ? kFI : kF;
     Case inner = mk(str_cat(op, "_inner_keep"), op, {T({4, 6, 37}), ints({-1})}, types, {{"keepdims", int64_t{1}}});
     Case outer = mk(str_cat(op, "_outer"), op, {T({4, 6, 5}), ints({0, 2})}, types, {{"keepdims", int64_t{0}}});
     Case all = mk(str_cat(op, "_all"), op, {T({3, 1000})}, types);
@@ -302,6 +305,7 @@ std::vector<Case> conv_pool_cases() {
                   {{"kernel_shape", Ints{3, 2}}, {"pads", Ints{1, 0, 1, 1}}, {"count_include_pad", int64_t{1}},
                    {"ceil_mode", int64_t{1}}, {"strides", Ints{2, 2}}}));
   cs.push_back(mk("GlobalAveragePool_plain", "GlobalAveragePool", {T({2, 3, 5, 7})}, kF));
+  cs.push_back(mk("GlobalMaxPool_plain", "GlobalMaxPool", {T({2, 3, 5, 7})}, kF));
   return cs;
 }
 

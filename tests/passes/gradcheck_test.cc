@@ -96,6 +96,13 @@ TEST(GradCheck, MinMax) {
     check_gradients_both({.op = op, .shapes = {{2, 3}}});
   }
 }
+TEST(GradCheck, SumMean) {
+  for (const char* op : {"Sum", "Mean"}) {
+    check_gradients_both({.op = op, .shapes = {{3, 4}, {4}}});
+    check_gradients_both({.op = op, .shapes = {{2, 3}, {2, 1}, {3}}});
+    check_gradients_both({.op = op, .shapes = {{2, 3}}});
+  }
+}
 TEST(GradCheck, Where) {
   check_gradients_both({.op = "Where",
                         .shapes = {{}, {2, 3}, {3}},
@@ -252,6 +259,20 @@ TEST(GradCheck, ReduceMax) {
                         .attrs = {{"keepdims", int_attr(0)}}, .opset = 18});
 }
 
+TEST(GradCheck, ReduceMin) {
+  check_gradients_both({.op = "ReduceMin", .shapes = {{2, 3, 4}}, .attrs = {{"axes", ints({1})}}});
+  check_gradients_both({.op = "ReduceMin", .shapes = {{2, 3, 4}, {}}, .fixed = {{1, i64({2}, {-1, 0})}},
+                        .attrs = {{"keepdims", int_attr(0)}}, .opset = 18});
+}
+TEST(GradCheck, ReduceSumSquareAndL2) {
+  for (const char* op : {"ReduceSumSquare", "ReduceL2"}) {
+    check_gradients_both({.op = op, .shapes = {{2, 3, 4}}, .attrs = {{"axes", ints({1})}}});
+    check_gradients_both({.op = op, .shapes = {{2, 3, 4}}, .attrs = {{"keepdims", int_attr(0)}}});
+    check_gradients_both({.op = op, .shapes = {{2, 3, 4}, {}}, .fixed = {{1, i64({2}, {-1, 0})}},
+                          .attrs = {{"keepdims", int_attr(0)}}, .opset = 18});
+  }
+}
+
 // ---- convolution and pooling ------------------------------------------------------------------------
 TEST(GradCheck, Conv) {
   check_gradients_both({.op = "Conv", .shapes = {{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}});
@@ -312,6 +333,7 @@ TEST(GradCheck, AveragePool) {
   check_gradients_both({.op = "AveragePool", .shapes = {{2, 3, 6}}, .attrs = {{"kernel_shape", ints({2})}}});
 }
 TEST(GradCheck, GlobalAveragePool) { check_gradients_both({.op = "GlobalAveragePool", .shapes = {{2, 3, 4, 5}}}); }
+TEST(GradCheck, GlobalMaxPool) { check_gradients_both({.op = "GlobalMaxPool", .shapes = {{2, 3, 4, 5}}}); }
 
 // ---- normalisation ----------------------------------------------------------------------------------
 // Training mode: the batch statistics are differentiated through; the running statistics (outputs
