@@ -636,7 +636,9 @@ double tolerance(DataType t) {
 void expect_close(const std::string& what, const Tensor& got, const Tensor& want, double tol) {
   ASSERT_EQ(got.dims(), want.dims()) << what;
   const bool floats = is_float(got.dtype());
-  if (!floats) ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  if (!floats) {
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  }
   double worst = 0, scale = 0;
   int64_t worst_at = -1;
   for (int64_t i = 0; i < want.numel(); ++i) {

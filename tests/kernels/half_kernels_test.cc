@@ -327,7 +327,9 @@ TEST(HalfCopyTest, UpdateWritesTheRoundedWeightUnlessSkipped) {
         uint16_t want = finite ? round_bits(out[0].data<float>()[i], t) : static_cast<uint16_t*>(before.raw())[i];
         ASSERT_EQ(static_cast<const uint16_t*>(out[3].raw())[i], want) << dtype_name(t) << " element " << i;
       }
-      if (finite) EXPECT_FALSE(out[3].bitwise_equal(before)) << "the step moved the weights";
+      if (finite) {
+        EXPECT_FALSE(out[3].bitwise_equal(before)) << "the step moved the weights";
+      }
       Tensor p2 = random({300}, 72), h2 = round_to(p2, t);
       Call sgd{"SGDUpdate",
                {p2, g, Tensor(), Tensor::scalar<float>(0.1f), Tensor::scalar<float>(1.f), bool_scalar(finite),

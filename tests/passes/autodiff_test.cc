@@ -329,8 +329,9 @@ TEST(Autodiff, EveryInternalOpIsDocumented) {
   ss << f.rdbuf();
   const std::string doc = ss.str();
   for (const OpDef* d : OpTable::instance().all())
-    if (d->domain == kOtterDomain)
+    if (d->domain == kOtterDomain) {
       EXPECT_NE(doc.find("`" + d->op_type + "("), std::string::npos) << d->op_type << " is not in docs/ops.md";
+    }
 }
 
 }  // namespace

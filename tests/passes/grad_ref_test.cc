@@ -126,7 +126,9 @@ double check_model(const std::string& model, const Precision& p, bool assert_tol
     EXPECT_EQ(got.dims(), want.dims()) << model << ": gradient of " << param->name();
     if (got.dims() != want.dims()) continue;
     double err = relative_error(got, want, p.zero_floor * model_scale);
-    if (assert_tolerance) EXPECT_LE(err, p.tolerance) << model << " (" << precision << "): gradient of " << param->name();
+    if (assert_tolerance) {
+      EXPECT_LE(err, p.tolerance) << model << " (" << precision << "): gradient of " << param->name();
+    }
     if (err >= worst) {
       worst = err;
       worst_name = param->name();

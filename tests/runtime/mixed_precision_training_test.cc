@@ -66,10 +66,14 @@ TEST(DynamicLossScale, OverflowSkipsAndHalvesThenGrowsAfterIntervalAndConverges)
       good_run = 0;
       EXPECT_EQ(after, scale / 2) << "step " << r.step;
       EXPECT_EQ(s->tensor("loss_scale.good_steps").get_as_double(0), 0);
-      for (const auto& [n, t] : before)
-        if (!is_accumulator(n) && n.rfind("loss_scale", 0) != 0)
+      for (const auto& [n, t] : before) {
+        if (!is_accumulator(n) && n.rfind("loss_scale", 0) != 0) {
           EXPECT_TRUE(s->tensor(n).bitwise_equal(t)) << n << " changed on skipped step " << r.step;
-      if (!seen_good) EXPECT_EQ(r.step, skipped) << "the first steps overflow";
+        }
+      }
+      if (!seen_good) {
+        EXPECT_EQ(r.step, skipped) << "the first steps overflow";
+      }
       continue;
     }
     seen_good = true;
