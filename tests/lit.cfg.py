@@ -10,6 +10,7 @@ config.test_exec_root = os.path.join(config.otter_binary_dir, "tests", "lit-out"
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py"]
 config.substitutions.append(("%otter-opt", os.path.join(config.otter_tools_dir, "otter-opt")))
 config.substitutions.append(("%otter-train", os.path.join(config.otter_tools_dir, "otter-train")))
+config.substitutions.append(("%otter-bench", os.path.join(config.otter_tools_dir, "otter-bench")))
 config.substitutions.append(("FileCheck", config.filecheck))
 config.substitutions.append(("%models", os.path.join(config.otter_source_dir, "models")))
 # `%python`: the Python the build found (Debian's, with onnx), for checks such as `-m json.tool`.

@@ -3,6 +3,7 @@
 // both run on the same machine at the same time of day; compare the ratio, not the milliseconds).
 #include <omp.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -179,7 +180,8 @@ Result bench_torch(const BenchModel& m, const Settings& st, const std::string& d
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   const int rc = pclose(p);
-  OTTER_CHECK(rc == 0, "otter-bench: the PyTorch side failed (exit status ", rc, "): ", cmd.str());
+  OTTER_CHECK(rc == 0, "otter-bench: the PyTorch side failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
+              "): ", cmd.str());
   auto j = parse_flat_json(out, "torch_bench.py output");
   auto num = [&](const char* k) { return std::stod(j.at(k)); };
   Result r{j.at("framework"), j.at("device")};
@@ -267,6 +269,13 @@ int run(int argc, char** argv) {
   OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
   const fs::path tmp = fs::temp_directory_path() / ("otter-bench-" + std::to_string(getpid()));
   fs::create_directories(tmp);
+  struct RemoveOnExit {  // also when a model fails
+    fs::path dir;
+    ~RemoveOnExit() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{tmp};
   for (const BenchModel& m : models) {
     st.batch = args.get_int("batch", m.batch);
     const std::string data = (tmp / (m.name + ".npz")).string();
@@ -288,7 +297,6 @@ int run(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
-  fs::remove_all(tmp);
   return 0;
 }
 
