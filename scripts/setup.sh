@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages otter needs (when missing) and builds it into build/.
 # Environment: OTTER_BUILD_DIR (default build), OTTER_CUDA (AUTO|ON|OFF, default AUTO),
-# OTTER_BUILD_TYPE (default Release).
+# OTTER_BUILD_TYPE (default Release), OTTER_SANITIZE (ON: ASan + UBSan, default OFF), OTTER_CMAKE_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,9 +41,11 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
 # Paths below the checkout are hashed relative to it, so worktrees and fresh clones share hits.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 jobs=$(nproc)
+# shellcheck disable=SC2086  # OTTER_CMAKE_ARGS: extra CMake arguments, split on spaces
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE="${OTTER_BUILD_TYPE:-Release}" \
   -DOTTER_CUDA="${OTTER_CUDA:-AUTO}" \
+  -DOTTER_SANITIZE="${OTTER_SANITIZE:-OFF}" ${OTTER_CMAKE_ARGS:-} \
   -DPython3_EXECUTABLE=/usr/bin/python3 >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log"; exit 1; }
 grep -A12 "otter configuration" "$build_dir/configure.log" | sed 's/^-- //'
 ninja -C "$build_dir" -j"$jobs"

@@ -4,6 +4,7 @@
 // having scaled its loss by 65536 and divided it out (without the division the gradients would be
 // 65536 times too large).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -26,7 +27,7 @@ class GradPrecision : public ::testing::TestWithParam<std::pair<std::string, dou
 TEST_P(GradPrecision, WritesUnscaledFp32GradientsCloseToPyTorch) {
   const auto& [precision, tolerance] = GetParam();
   const std::string dir = std::string(OTTER_SOURCE_DIR) + "/models/digits/";
-  fs::path out = fs::temp_directory_path() / ("otter_grad_" + precision + ".npz");
+  fs::path out = fs::temp_directory_path() / ("otter_grad_" + precision + "_" + std::to_string(::getpid()) + ".npz");
   std::string cmd = std::string(OTTER_BINARY_DIR) + "/tools/otter-train grad " + dir + "mlp.onnx --data " + dir +
                     "mlp_grad_ref.npz --out " + out.string() + " --device cpu --precision " + precision;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <set>
 
+#include <unistd.h>
+
 #include "runtime/npz.h"
 
 namespace otter {
@@ -19,12 +21,17 @@ const std::string kModels = std::string(OTTER_SOURCE_DIR) + "/models/";
 
 // Runs otter-train grad with `flags`; returns the written archive.
 NpzArchive run_grad(const std::string& model, const std::string& flags) {
-  fs::path out = fs::temp_directory_path() / ("otter_grad_" + fs::path(model).stem().string() + ".npz");
+  // One file per test and process: ctest runs the tests of this file in parallel.
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  fs::path out = fs::temp_directory_path() / ("otter_grad_" + fs::path(model).stem().string() + "_" + test + "_" +
+                                              std::to_string(::getpid()) + ".npz");
   fs::remove(out);
   std::string cmd = std::string(OTTER_BINARY_DIR) + "/tools/otter-train grad '" + kModels + model + "' " + flags +
                     " --device cpu --out '" + out.string() + "' > /dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  return read_npz(out.string());
+  NpzArchive a = read_npz(out.string());
+  fs::remove(out);
+  return a;
 }
 
 double relative_error(const Tensor& a, const Tensor& b) {

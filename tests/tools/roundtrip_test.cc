@@ -2,6 +2,7 @@
 // that prints identically (same ops, attributes, every value with its dtype and shape) and keeps
 // every initializer bit for bit.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -26,7 +27,8 @@ class RoundTrip : public ::testing::TestWithParam<std::string> {};
 TEST_P(RoundTrip, ThroughOtterOptKeepsGraphAndWeights) {
   std::string model = std::string(OTTER_SOURCE_DIR) + "/models/" + GetParam();
   ASSERT_TRUE(fs::exists(model)) << model << " is missing (scripts/setup.sh exports ResNet-18)";
-  fs::path out = fs::temp_directory_path() / ("otter_roundtrip_" + fs::path(model).stem().string() + ".onnx");
+  fs::path out = fs::temp_directory_path() /
+                ("otter_roundtrip_" + fs::path(model).stem().string() + "_" + std::to_string(::getpid()) + ".onnx");
   std::string cmd = std::string(OTTER_BINARY_DIR) + "/tools/otter-opt '" + model + "' -o '" + out.string() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto a = import_onnx_file(model);
