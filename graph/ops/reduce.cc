@@ -144,29 +144,29 @@ GradFn grad_reduce_max(bool axes_input) {
   };
 }
 
-// ReduceSumSquare: d/dx sum(x^2) = 2x.
-GradFn grad_reduce_sum_square(bool axes_input) {
-  return [axes_input](GradContext& c) {
+// ReduceSumSquare and ReduceL2: dX = X * expand(coeff(dY, Y)), with coeff 2 dY for the sum of
+// squares (d/dx sum(x^2) = 2x) and dY / Y for the norm (d/dx |x| = x / |x|, taken as 0 where the
+// norm is 0: PyTorch's subgradient). With noop_with_empty_axes and no axes, Y = X and dX = dY.
+GradFn grad_x_times(bool axes_input, Value* (*coeff)(GradContext&, Value* dy, Value* y)) {
+  return [axes_input, coeff](GradContext& c) {
     Reduced r = reduced_axes(c, axes_input);
     Value *dy = c.grad_output(0), *x = c.input(0);
-    if (r.identity) return c.set_grad_input(0, dy);  // noop_with_empty_axes: Y = X
-    Value* two_x = c.emit("Mul", {x, c.scalar_like(2, x)});
-    c.set_grad_input(0, c.emit("Mul", {two_x, c.expand_like(keep_dims(c, r, dy), x)}));
+    if (r.identity) return c.set_grad_input(0, dy);
+    c.set_grad_input(0, c.emit("Mul", {x, c.expand_like(keep_dims(c, r, coeff(c, dy, c.output(0))), x)}));
   };
 }
 
-// ReduceL2: d/dx sqrt(sum(x^2)) = x / y, taken as 0 where the norm y is 0 (PyTorch's subgradient).
+GradFn grad_reduce_sum_square(bool axes_input) {
+  return grad_x_times(axes_input, [](GradContext& c, Value* dy, Value*) { return c.emit("Mul", {dy, c.scalar_like(2, dy)}); });
+}
+
 GradFn grad_reduce_l2(bool axes_input) {
-  return [axes_input](GradContext& c) {
-    Reduced r = reduced_axes(c, axes_input);
-    Value *dy = c.grad_output(0), *x = c.input(0), *y = c.output(0);
-    if (r.identity) return c.set_grad_input(0, dy);  // noop_with_empty_axes: Y = X
+  return grad_x_times(axes_input, [](GradContext& c, Value* dy, Value* y) {
     Value* zero = c.scalar_like(0, y);
     Value* is_zero = c.emit("Equal", {y, zero});
     Value* safe_y = c.emit("Where", {is_zero, c.scalar_like(1, y), y});
-    Value* ratio = c.emit("Where", {is_zero, zero, c.emit("Div", {dy, safe_y})});
-    c.set_grad_input(0, c.emit("Mul", {x, c.expand_like(keep_dims(c, r, ratio), x)}));
-  };
+    return c.emit("Where", {is_zero, zero, c.emit("Div", {dy, safe_y})});
+  });
 }
 
 void add(OpTable& t, const char* op, int since, int until, bool axes_input, Types types, PrecisionClass p,

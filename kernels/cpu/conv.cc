@@ -89,13 +89,11 @@ class ConvKernel : public Kernel {
     // the weights of the live offsets are gathered into W_live [cout, cg * live].
     const std::vector<int64_t> taps = pointwise ? std::vector<int64_t>{} : live_taps(g);
     const bool reduced = !pointwise && static_cast<int64_t>(taps.size()) < g.k_size;
-    const int64_t nt = static_cast<int64_t>(taps.size()), kce = reduced ? cg * nt : kc;
+    const int64_t kce = reduced ? cg * static_cast<int64_t>(taps.size()) : kc;
     const T* wsrc = pw;
     if (reduced) {
       T* wl = wscratch_.get<T>(static_cast<size_t>(std::max<int64_t>(cout * kce, 1)));
-      for (int64_t m = 0; m < cout; ++m)
-        for (int64_t c = 0; c < cg; ++c)
-          for (int64_t j = 0; j < nt; ++j) wl[(m * cg + c) * nt + j] = pw[m * kc + c * g.k_size + taps[j]];
+      gather_tap_weights(pw, cout, cg, g.k_size, taps, wl);
       wsrc = wl;
     }
     const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>((kce + mg) * L, 1), 1, batch);
@@ -118,10 +116,8 @@ class ConvKernel : public Kernel {
             T* cb = cols + b * L;
             if (pointwise) {
               for (int64_t c = 0; c < cg; ++c) std::memcpy(cb + c * ld, xg + c * L, L * sizeof(T));
-            } else if (reduced) {
-              im2col_taps(g, xg, cg, cb, taps, !par_images, ld);
             } else {
-              im2col(g, xg, cg, cb, !par_images, ld);
+              conv_im2col(g, xg, cg, cb, taps, !par_images, ld);
             }
           }
           col = cols;

@@ -102,9 +102,7 @@ class ConvGradKernel : public Kernel {
       T* buf = wscratch_.get<T>(static_cast<size_t>(std::max<int64_t>((cout + mg) * kce, 1)));
       wl = buf;
       dwl = buf + cout * kce;
-      for (int64_t m = 0; m < cout; ++m)
-        for (int64_t c = 0; c < cg; ++c)
-          for (int64_t j = 0; j < nt; ++j) wl[(m * cg + c) * nt + j] = pw[m * kc + c * g.k_size + taps[j]];
+      gather_tap_weights(pw, cout, cg, g.k_size, taps, wl);
     }
     for (int64_t gi = 0; gi < group_; ++gi) {
       T* dwg = dw ? (reduced ? dwl : dw + gi * mg * kc) : nullptr;
@@ -115,9 +113,7 @@ class ConvGradKernel : public Kernel {
         if (dw) {
 #pragma omp parallel for schedule(static) if (nb > 1 && kce * ld > 32768)
           for (int64_t b = 0; b < nb; ++b) {
-            const T* xg = px + ((n0 + b) * cin + gi * cg) * g.in_plane;
-            if (reduced) im2col_taps(g, xg, cg, cols + b * L, taps, nb == 1, ld);
-            else im2col(g, xg, cg, cols + b * L, nb == 1, ld);
+            conv_im2col(g, px + ((n0 + b) * cin + gi * cg) * g.in_plane, cg, cols + b * L, taps, nb == 1, ld);
           }
           // The first chunk writes the group's dW (beta 0), later chunks add to it.
           cpu::gemm<T>(false, true, mg, kce, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !add_to_dwg ? T(0) : T(1), dwg,
@@ -128,9 +124,7 @@ class ConvGradKernel : public Kernel {
           cpu::gemm<T>(true, false, kce, ld, mg, T(1), wg, kce, dyc, ld, T(0), cols, ld);
 #pragma omp parallel for schedule(static) if (nb > 1 && kce * ld > 32768)
           for (int64_t b = 0; b < nb; ++b) {
-            T* xg = dx + ((n0 + b) * cin + gi * cg) * g.in_plane;
-            if (reduced) col2im_add_taps(g, cols + b * L, cg, xg, taps, nb == 1, ld);
-            else col2im_add(g, cols + b * L, cg, xg, nb == 1, ld);
+            conv_col2im_add(g, cols + b * L, cg, dx + ((n0 + b) * cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
           }
         }
       }

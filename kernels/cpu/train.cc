@@ -243,24 +243,14 @@ void update_elements(int64_t count, Tensor half, F&& update) {
   });
 }
 
-// sgd_element over contiguous fp32 arrays, with or without a momentum buffer.
-template <bool kMomentum>
+// sgd_element over contiguous fp32 arrays, the momentum and Nesterov modes fixed at compile time
+// so the loop has no branches and vectorises.
+template <bool kMomentum, bool kNesterov>
 void sgd_range(float* __restrict p, const float* __restrict g, float* __restrict mom, int64_t n, float gs,
                SgdParams s) {
-  if constexpr (kMomentum) {
-    if (s.nesterov) {
-      s.nesterov = true;
+  s.nesterov = kNesterov;
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i] * gs, mom + i, s);
-    } else {
-      s.nesterov = false;
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i] * gs, mom + i, s);
-    }
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i] * gs, nullptr, s);
-  }
+  for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i] * gs, kMomentum ? mom + i : nullptr, s);
 }
 
 // SGDUpdate(p, g, mom?, lr, gscale, finite, p_half?) -> p_out, mom_out, p_half_out (in place).
@@ -286,8 +276,9 @@ void sgd_kernel(KernelContext& ctx) {
   const float* gp = g32 ? g.data<float>() : nullptr;
   if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
     cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
-      if (mp) sgd_range<true>(pp + b, gp + b, mp + b, e - b, gs, sp);
-      else sgd_range<false>(pp + b, gp + b, nullptr, e - b, gs, sp);
+      if (!mp) sgd_range<false, false>(pp + b, gp + b, nullptr, e - b, gs, sp);
+      else if (sp.nesterov) sgd_range<true, true>(pp + b, gp + b, mp + b, e - b, gs, sp);
+      else sgd_range<true, false>(pp + b, gp + b, mp + b, e - b, gs, sp);
     });
     return;
   }

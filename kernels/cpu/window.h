@@ -82,38 +82,6 @@ void im2col(const Geometry& g, const T* x, int64_t channels, T* col, bool parall
   const int64_t rows = channels * g.k_size, L = ld < 0 ? g.out_plane : ld, olast = g.out[g.nsp - 1];
   const int64_t slast = g.s[g.nsp - 1];
   const int64_t klast = g.k[g.nsp - 1];
-  if (g.nsp == 2) {  // images: plain loops, the column ranges of each kernel column computed once
-    const int64_t oh_n = g.out[0], ow_n = g.out[1], ih_n = g.in[0], iw_n = g.in[1], kh_n = g.k[0];
-    std::vector<AxisRange> wr(static_cast<size_t>(klast));
-    for (int64_t kw = 0; kw < klast; ++kw) wr[kw] = axis_range(g, 1, kw);
-#pragma omp parallel for schedule(static) if (parallel && rows * L > 32768)
-    for (int64_t ckh = 0; ckh < channels * kh_n; ++ckh) {
-      const int64_t c = ckh / kh_n, kh = ckh % kh_n;
-      const T* xc = x + c * g.in_plane;
-      const int64_t h_off = kh * g.d[0] - g.pb[0];
-      for (int64_t kw = 0; kw < klast; ++kw) {
-        T* dst = col + (ckh * klast + kw) * L;
-        const AxisRange& w = wr[kw];
-        for (int64_t oh = 0; oh < oh_n; ++oh) {
-          T* d = dst + oh * ow_n;
-          const int64_t ih = oh * g.s[0] + h_off;
-          if (ih < 0 || ih >= ih_n) {
-            for (int64_t o = 0; o < ow_n; ++o) d[o] = T(0);
-            continue;
-          }
-          const T* s = xc + ih * iw_n + w.off;
-          for (int64_t o = 0; o < w.lo; ++o) d[o] = T(0);
-          if (slast == 1) {
-            for (int64_t o = w.lo; o < w.hi; ++o) d[o] = s[o];
-          } else {
-            for (int64_t o = w.lo; o < w.hi; ++o) d[o] = s[o * slast];
-          }
-          for (int64_t o = w.hi; o < ow_n; ++o) d[o] = T(0);
-        }
-      }
-    }
-    return;
-  }
 #pragma omp parallel for schedule(static) if (parallel && rows * L > 32768)
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t c = row / g.k_size, kidx = row % g.k_size;
@@ -145,33 +113,6 @@ template <typename T>
 void col2im_add(const Geometry& g, const T* col, int64_t channels, T* x, bool parallel, int64_t ld = -1) {
   const int64_t L = ld < 0 ? g.out_plane : ld;
   const int64_t slast = g.s[g.nsp - 1], klast = g.k[g.nsp - 1];
-  if (g.nsp == 2) {  // images: plain loops over output rows
-    const int64_t oh_n = g.out[0], ow_n = g.out[1], ih_n = g.in[0], iw_n = g.in[1];
-    std::vector<AxisRange> wr(static_cast<size_t>(klast));
-    for (int64_t kw = 0; kw < klast; ++kw) wr[kw] = axis_range(g, 1, kw);
-#pragma omp parallel for schedule(static) if (parallel && channels * g.k_size * g.out_plane > 32768)
-    for (int64_t c = 0; c < channels; ++c) {
-      T* xc = x + c * g.in_plane;
-      for (int64_t kidx = 0; kidx < g.k_size; ++kidx) {
-        const T* src = col + (c * g.k_size + kidx) * L;
-        const int64_t kh = kidx / klast, kw = kidx - kh * klast;
-        const AxisRange& w = wr[kw];
-        const int64_t h_off = kh * g.d[0] - g.pb[0];
-        for (int64_t oh = 0; oh < oh_n; ++oh) {
-          const int64_t ih = oh * g.s[0] + h_off;
-          if (ih < 0 || ih >= ih_n) continue;
-          const T* s = src + oh * ow_n;
-          T* d = xc + ih * iw_n + w.off;
-          if (slast == 1) {
-            for (int64_t o = w.lo; o < w.hi; ++o) d[o] += s[o];
-          } else {
-            for (int64_t o = w.lo; o < w.hi; ++o) d[o * slast] += s[o];
-          }
-        }
-      }
-    }
-    return;
-  }
 #pragma omp parallel for schedule(static) if (parallel && channels * g.k_size * g.out_plane > 32768)
   for (int64_t c = 0; c < channels; ++c) {
     T* xc = x + c * g.in_plane;
@@ -207,51 +148,107 @@ inline std::vector<int64_t> live_taps(const Geometry& g) {
   return taps;
 }
 
-// 2-D im2col over a subset of kernel offsets: col[(c*taps.size() + j), out_plane] for offset
-// taps[j] (rows `ld` apart).
+// Per kernel offset of a 2-D window: the input row offset and the output columns that read
+// the input (the rest read padding).
+struct Tap2d {
+  int64_t h_off;
+  AxisRange w;
+};
+inline std::vector<Tap2d> tap_table(const Geometry& g, const std::vector<int64_t>& taps) {
+  std::vector<Tap2d> t;
+  t.reserve(taps.size());
+  for (int64_t k : taps) t.push_back({(k / g.k[1]) * g.d[0] - g.pb[0], axis_range(g, 1, k % g.k[1])});
+  return t;
+}
+
+// 2-D im2col over the kernel offsets `taps` (all of them, or live_taps): col[(c*taps.size() + j),
+// out_plane] for offset taps[j], rows `ld` apart, so several images can fill side-by-side column
+// blocks of one matrix. Plain loops over output rows, the ranges computed once per call.
 template <typename T>
-void im2col_taps(const Geometry& g, const T* x, int64_t channels, T* col, const std::vector<int64_t>& taps,
-                 bool parallel, int64_t ld) {
-  const int64_t nt = static_cast<int64_t>(taps.size()), oh_n = g.out[0], ow_n = g.out[1], iw_n = g.in[1];
-  const int64_t klast = g.k[1], slast = g.s[1];
-#pragma omp parallel for schedule(static) if (parallel && channels * nt * g.out_plane > 32768)
-  for (int64_t r = 0; r < channels * nt; ++r) {
-    const int64_t c = r / nt, t = taps[r % nt], kh = t / klast, kw = t % klast;
-    const T* xc = x + c * g.in_plane;
-    T* dst = col + r * ld;
-    const AxisRange w = axis_range(g, 1, kw);
-    const int64_t h_off = kh * g.d[0] - g.pb[0];
-    for (int64_t oh = 0; oh < oh_n; ++oh) {
-      T* d = dst + oh * ow_n;
-      const int64_t ih = oh * g.s[0] + h_off;
-      const bool row_ok = ih >= 0 && ih < g.in[0];
-      for (int64_t o = 0; o < ow_n; ++o)
-        d[o] = row_ok && o >= w.lo && o < w.hi ? xc[ih * iw_n + w.off + o * slast] : T(0);
+void im2col_2d(const Geometry& g, const T* x, int64_t channels, T* col, const std::vector<int64_t>& taps,
+               bool parallel, int64_t ld) {
+  const std::vector<Tap2d> tt = tap_table(g, taps);
+  const int64_t nt = static_cast<int64_t>(taps.size()), oh_n = g.out[0], ow_n = g.out[1], ih_n = g.in[0];
+  const int64_t iw_n = g.in[1], sh = g.s[0], sw = g.s[1];
+#pragma omp parallel for collapse(2) schedule(static) if (parallel && channels * nt * g.out_plane > 32768)
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t j = 0; j < nt; ++j) {
+      const T* xc = x + c * g.in_plane;
+      T* dst = col + (c * nt + j) * ld;
+      const AxisRange& w = tt[j].w;
+      for (int64_t oh = 0; oh < oh_n; ++oh) {
+        T* d = dst + oh * ow_n;
+        const int64_t ih = oh * sh + tt[j].h_off;
+        if (ih < 0 || ih >= ih_n) {
+          for (int64_t o = 0; o < ow_n; ++o) d[o] = T(0);
+          continue;
+        }
+        const T* src = xc + ih * iw_n + w.off;
+        for (int64_t o = 0; o < w.lo; ++o) d[o] = T(0);
+        if (sw == 1) {
+          for (int64_t o = w.lo; o < w.hi; ++o) d[o] = src[o];
+        } else {
+          for (int64_t o = w.lo; o < w.hi; ++o) d[o] = src[o * sw];
+        }
+        for (int64_t o = w.hi; o < ow_n; ++o) d[o] = T(0);
+      }
     }
   }
 }
 
-// The adjoint of im2col_taps: adds col's rows into channels [0, channels) of x.
+// The adjoint of im2col_2d: adds col's rows into channels [0, channels) of x. Channels run in
+// parallel; the offsets of one channel, which overlap in x, run in order.
 template <typename T>
-void col2im_add_taps(const Geometry& g, const T* col, int64_t channels, T* x, const std::vector<int64_t>& taps,
-                     bool parallel, int64_t ld) {
-  const int64_t nt = static_cast<int64_t>(taps.size()), oh_n = g.out[0], ow_n = g.out[1], iw_n = g.in[1];
-  const int64_t klast = g.k[1], slast = g.s[1];
+void col2im_add_2d(const Geometry& g, const T* col, int64_t channels, T* x, const std::vector<int64_t>& taps,
+                   bool parallel, int64_t ld) {
+  const std::vector<Tap2d> tt = tap_table(g, taps);
+  const int64_t nt = static_cast<int64_t>(taps.size()), oh_n = g.out[0], ow_n = g.out[1], ih_n = g.in[0];
+  const int64_t iw_n = g.in[1], sh = g.s[0], sw = g.s[1];
 #pragma omp parallel for schedule(static) if (parallel && channels * nt * g.out_plane > 32768)
   for (int64_t c = 0; c < channels; ++c) {
     T* xc = x + c * g.in_plane;
     for (int64_t j = 0; j < nt; ++j) {
-      const int64_t t = taps[j], kh = t / klast, kw = t % klast;
       const T* src = col + (c * nt + j) * ld;
-      const AxisRange w = axis_range(g, 1, kw);
-      const int64_t h_off = kh * g.d[0] - g.pb[0];
+      const AxisRange& w = tt[j].w;
       for (int64_t oh = 0; oh < oh_n; ++oh) {
-        const int64_t ih = oh * g.s[0] + h_off;
-        if (ih < 0 || ih >= g.in[0]) continue;
-        for (int64_t o = w.lo; o < w.hi; ++o) xc[ih * iw_n + w.off + o * slast] += src[oh * ow_n + o];
+        const int64_t ih = oh * sh + tt[j].h_off;
+        if (ih < 0 || ih >= ih_n) continue;
+        const T* s = src + oh * ow_n;
+        T* d = xc + ih * iw_n + w.off;
+        if (sw == 1) {
+          for (int64_t o = w.lo; o < w.hi; ++o) d[o] += s[o];
+        } else {
+          for (int64_t o = w.lo; o < w.hi; ++o) d[o * sw] += s[o];
+        }
       }
     }
   }
+}
+
+// im2col / col2im of a convolution over its kernel offsets `taps`: the 2-D loops for images,
+// the N-d ones otherwise (where taps are always all offsets, see live_taps).
+template <typename T>
+void conv_im2col(const Geometry& g, const T* x, int64_t channels, T* col, const std::vector<int64_t>& taps,
+                 bool parallel, int64_t ld) {
+  if (g.nsp == 2) im2col_2d(g, x, channels, col, taps, parallel, ld);
+  else im2col(g, x, channels, col, parallel, ld);
+}
+template <typename T>
+void conv_col2im_add(const Geometry& g, const T* col, int64_t channels, T* x, const std::vector<int64_t>& taps,
+                     bool parallel, int64_t ld) {
+  if (g.nsp == 2) col2im_add_2d(g, col, channels, x, taps, parallel, ld);
+  else col2im_add(g, col, channels, x, parallel, ld);
+}
+
+// W_live[m, c*nt + j] = W[m, c, taps[j]]: the weights of the live kernel offsets, W being
+// [rows, cg, k_size] (rows = output channels).
+template <typename T>
+void gather_tap_weights(const T* w, int64_t rows, int64_t cg, int64_t k_size, const std::vector<int64_t>& taps,
+                        T* out) {
+  const int64_t nt = static_cast<int64_t>(taps.size());
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t j = 0; j < nt; ++j) out[(m * cg + c) * nt + j] = w[(m * cg + c) * k_size + taps[j]];
 }
 
 // A growable scratch buffer kept by a kernel between runs (no allocation in the steady state).

@@ -109,6 +109,31 @@ TEST(Accumulation, KMicroBatchesEqualOneBatchOfKb) {
               worst_param);
 }
 
+// Runs the micro-step programs of two graphs over the same three micro-batches of 8 samples of
+// `data` (x, labels); returns each graph's state afterwards.
+std::pair<std::map<std::string, Tensor>, std::map<std::string, Tensor>> run_three_micro_steps(
+    const Graph& a, const Graph& b, const std::string& data_file) {
+  NpzArchive data = read_npz(model_file(data_file));
+  ExecutorOptions eo;
+  eo.program = Program::kMicroStep;
+  Executor ea(a, eo), eb(b, eo);
+  std::map<std::string, Tensor> state_a, state_b;
+  for (int k = 0; k < 3; ++k) {
+    std::map<std::string, Tensor> feeds{{"x", rows_copy(data.get("x"), 8 * k, 8)},
+                                        {"labels", rows_copy(data.get("labels"), 8 * k, 8)}};
+    auto run = [&](Executor& ex, std::map<std::string, Tensor>& state) {
+      std::map<std::string, Tensor> f = state;
+      f.insert(feeds.begin(), feeds.end());
+      ex.set_first_micro_step(k == 0);
+      auto out = ex.run(f);
+      for (const auto& [s, u] : ex.state_updates()) state[s->name()] = out.at(u->name());
+    };
+    run(ea, state_a);
+    run(eb, state_b);
+  }
+  return {state_a, state_b};
+}
+
 TEST(Accumulation, FusedGemmEqualsUnfusedPath) {
   auto build = [](bool fused) {
     auto g = import_onnx_file(model_file("digits/mlp.onnx"));
@@ -125,24 +150,7 @@ TEST(Accumulation, FusedGemmEqualsUnfusedPath) {
   for (const auto& n : plain->nodes()) plain_nodes += n->op_type() == "GemmAccumulate";
   EXPECT_EQ(fused_nodes, 2);
   EXPECT_EQ(plain_nodes, 0);
-  NpzArchive data = read_npz(model_file("digits/train.npz"));
-  ExecutorOptions eo;
-  eo.program = Program::kMicroStep;
-  Executor ef(*fused, eo), ep(*plain, eo);
-  std::map<std::string, Tensor> state_f, state_p;
-  for (int k = 0; k < 3; ++k) {
-    std::map<std::string, Tensor> feeds{{"x", rows_copy(data.get("x"), 8 * k, 8)},
-                                        {"labels", rows_copy(data.get("labels"), 8 * k, 8)}};
-    auto run = [&](Executor& ex, std::map<std::string, Tensor>& state) {
-      std::map<std::string, Tensor> f = state;
-      f.insert(feeds.begin(), feeds.end());
-      ex.set_first_micro_step(k == 0);
-      auto out = ex.run(f);
-      for (const auto& [s, u] : ex.state_updates()) state[s->name()] = out.at(u->name());
-    };
-    run(ef, state_f);
-    run(ep, state_p);
-  }
+  auto [state_f, state_p] = run_three_micro_steps(*fused, *plain, "digits/train.npz");
   for (const char* acc : {"fc1.weight.grad.acc", "fc2.weight.grad.acc", "fc1.bias.grad.acc"}) {
     EXPECT_TRUE(state_f.at(acc).bitwise_equal(state_p.at(acc))) << acc << ": " << rel_err(state_f.at(acc), state_p.at(acc));
     EXPECT_GT(max_abs(state_f.at(acc)), 0) << acc;
@@ -173,24 +181,7 @@ TEST(Accumulation, FusedConvGradEqualsUnfusedPath) {
   };
   EXPECT_EQ(count(*fused), 2);
   EXPECT_EQ(count(*plain), 0);
-  NpzArchive data = read_npz(model_file("digits/train_img.npz"));
-  ExecutorOptions eo;
-  eo.program = Program::kMicroStep;
-  Executor ef(*fused, eo), ep(*plain, eo);
-  std::map<std::string, Tensor> state_f, state_p;
-  for (int k = 0; k < 3; ++k) {
-    std::map<std::string, Tensor> feeds{{"x", rows_copy(data.get("x"), 8 * k, 8)},
-                                        {"labels", rows_copy(data.get("labels"), 8 * k, 8)}};
-    auto run = [&](Executor& ex, std::map<std::string, Tensor>& state) {
-      std::map<std::string, Tensor> f = state;
-      f.insert(feeds.begin(), feeds.end());
-      ex.set_first_micro_step(k == 0);
-      auto out = ex.run(f);
-      for (const auto& [s, u] : ex.state_updates()) state[s->name()] = out.at(u->name());
-    };
-    run(ef, state_f);
-    run(ep, state_p);
-  }
+  auto [state_f, state_p] = run_three_micro_steps(*fused, *plain, "digits/train_img.npz");
   for (const char* acc : {"conv1.weight.grad.acc", "conv2.weight.grad.acc", "conv1.bias.grad.acc"}) {
     ASSERT_TRUE(state_f.count(acc)) << acc;
     // GEMM with beta 1 adds its product to the accumulator in its own order: equal up to rounding.
