@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "kernels/common/half.h"
+#include "graph/element.h"
 
 namespace otter {
 
@@ -101,20 +101,8 @@ bool Tensor::bitwise_equal(const Tensor& o) const {
 
 double Tensor::get_as_double(int64_t i) const {
   check_host("get_as_double");
-  const void* p = raw();
-  switch (dtype_) {
-    case DataType::kFloat32: return static_cast<const float*>(p)[i];
-    case DataType::kFloat64: return static_cast<const double*>(p)[i];
-    case DataType::kFloat16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DataType::kBFloat16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DataType::kInt32: return static_cast<const int32_t*>(p)[i];
-    case DataType::kInt8: return static_cast<const int8_t*>(p)[i];
-    case DataType::kUInt8: return static_cast<const uint8_t*>(p)[i];
-    case DataType::kBool: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
-    case DataType::kUndefined: break;
-  }
-  fail("get_as_double on an undefined tensor");
+  if (dtype_ == DataType::kUndefined) fail("get_as_double on an undefined tensor");
+  return element_as_double(raw(), dtype_, i);
 }
 
 std::vector<int64_t> Tensor::to_int64_vector() const {

@@ -1,7 +1,11 @@
-// Kernel registry and context.
+// The kernel context and the registry's lookup (the process-wide instance with every backend is
+// built in kernels/backends.cc).
 #include "kernels/kernel.h"
 
+#include <algorithm>
+
 #include "graph/error.h"
+#include "graph/op_table.h"
 
 namespace otter {
 
@@ -32,17 +36,24 @@ void KernelContext::alias_output(int i, const Tensor& src, const std::vector<int
 
 void KernelContext::error(const std::string& msg) const { fail(node_.describe(), ": ", msg); }
 
-KernelRegistry& KernelRegistry::instance() {
-  static KernelRegistry* r = [] {
-    auto* reg = new KernelRegistry();
-    register_cpu_kernels(*reg);
-    register_cuda_kernels(*reg);
-    return reg;
-  }();
-  return *r;
+void KernelRegistry::add(KernelDef def) {
+  if (def.since_version == kOpTableOpsets) {
+    // The union of the opset ranges the op table defines the op over (several definitions where
+    // the op's schema changed, such as ReduceMean's axes moving to an input at 18).
+    int since = 0, until = 0;
+    for (const OpDef* o : OpTable::instance().all()) {
+      if (o->domain != def.domain || o->op_type != def.op_type) continue;
+      since = since == 0 ? o->since_version : std::min(since, o->since_version);
+      until = std::max(until, o->until_version);
+    }
+    OTTER_CHECK(since != 0, "kernel registry: a ", device_name(def.device), " kernel for ",
+                def.domain.empty() ? "" : def.domain + "::", def.op_type,
+                " takes its opsets from the op table, which has no such op (graph/ops/*.cc)");
+    def.since_version = since;
+    def.until_version = until;
+  }
+  defs_.push_back(std::move(def));
 }
-
-void KernelRegistry::add(KernelDef def) { defs_.push_back(std::move(def)); }
 
 DataType kernel_dtype(const Node& n) {
   for (Value* v : n.inputs())

@@ -83,10 +83,16 @@ using KernelFactory = std::function<std::unique_ptr<Kernel>(const Node&)>;
 // Returns an empty string when the node is supported, else the reason it is not.
 using SupportsFn = std::function<std::string(const Node&)>;
 
+// A KernelDef's since_version that asks the registry for the op table's range: add() sets
+// [since_version, until_version] to the opsets graph/op_table.h defines the op over, so the
+// backends never repeat (and drift from) the table. Kernels that serve only part of the table's
+// range (an older attribute form) give their own numbers.
+constexpr int kOpTableOpsets = 0;
+
 struct KernelDef {
   std::string domain;  // "" for ai.onnx
   std::string op_type;
-  int since_version = 1;
+  int since_version = kOpTableOpsets;
   int until_version = 1 << 30;
   DeviceType device = DeviceType::kCpu;
   std::vector<DataType> dtypes;  // types of the "T" inputs/outputs this kernel handles
@@ -96,7 +102,11 @@ struct KernelDef {
 
 class KernelRegistry {
  public:
-  static KernelRegistry& instance();  // CPU kernels, plus CUDA kernels when built with CUDA
+  // The process-wide registry: CPU kernels, plus CUDA kernels when built with CUDA. Defined in
+  // kernels/backends.cc (target otter_kernels_all), the one place that names every backend.
+  static KernelRegistry& instance();
+  // Adds a kernel; a since_version of kOpTableOpsets takes the opset range from the op table
+  // (fails where the table has no such op).
   void add(KernelDef def);
   // The first kernel for the node's (domain, op, opset, device) whose dtype list covers the node's
   // type (the dtype of its first float input, else of its first input or output) and whose
@@ -114,6 +124,12 @@ DataType kernel_dtype(const Node& n);
 // Registration of CPU kernel families (kernels/cpu/*.cc) and, when built, CUDA ones.
 void register_cpu_kernels(KernelRegistry& r);
 void register_cuda_kernels(KernelRegistry& r);  // defined in otter_kernels_cuda or as a no-op
+
+// A factory of kernels built from their node and fixed extra arguments: K(node, args...).
+template <typename K, typename... Args>
+KernelFactory node_kernel(Args... args) {
+  return [=](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n, args...); };
+}
 
 // A convenience for kernels written as a plain function of the context.
 template <typename F>

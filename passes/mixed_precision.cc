@@ -7,9 +7,8 @@
 #include <unordered_set>
 
 #include "graph/error.h"
+#include "graph/half.h"  // float16/bfloat16 rounding (RNE) and double -> float round-to-odd
 #include "graph/op_table.h"
-#include "kernels/common/elementwise.h"  // header-only rounding functors (RNE, round-to-odd)
-#include "kernels/common/half.h"
 
 namespace otter {
 

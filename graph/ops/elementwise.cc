@@ -11,6 +11,7 @@
 namespace otter {
 namespace {
 
+using infer::add;
 using infer::Types;
 
 using infer::SymElem;
@@ -421,22 +422,9 @@ void register_elementwise_grad_ops(OpTable& t) {
     t.mutable_find(kOtterDomain, op, 1)->inplace = true;
 }
 
-// ---- registration -------------------------------------------------------------------------------
-void add(OpTable& t, const char* op, int since, InferFn f, PrecisionClass p, bool inplace,
-         GradSpec g, const char* summary) {
-  t.add({.domain = "",
-         .op_type = op,
-         .since_version = since,
-         .until_version = kMaxOnnxOpset,
-         .infer = std::move(f),
-         .precision = p,
-         .inplace = inplace,
-         .grad_kind = g.kind,
-         .grad = std::move(g.fn),
-         .summary = summary});
-}
-
 }  // namespace
+
+// ---- registration -------------------------------------------------------------------------------
 
 void register_elementwise_ops(OpTable& t) {
   using P = PrecisionClass;

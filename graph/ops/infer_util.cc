@@ -269,6 +269,25 @@ std::vector<int64_t> normalize_axes(InferContext& ctx, const std::vector<int64_t
   return out;
 }
 
+void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionClass p, bool inplace, GradSpec g,
+         const char* summary) {
+  t.add({.domain = "",
+         .op_type = op,
+         .since_version = since,
+         .until_version = until,
+         .infer = std::move(f),
+         .precision = p,
+         .inplace = inplace,
+         .grad_kind = g.kind,
+         .grad = std::move(g.fn),
+         .summary = summary});
+}
+
+void add(OpTable& t, const char* op, int since, InferFn f, PrecisionClass p, bool inplace, GradSpec g,
+         const char* summary) {
+  add(t, op, since, kMaxOnnxOpset, std::move(f), p, inplace, std::move(g), summary);
+}
+
 void add_otter_op(OpTable& t, const std::string& op, InferFn f, PrecisionClass p, const std::string& summary) {
   OpDef d;
   d.domain = kOtterDomain;
@@ -279,6 +298,56 @@ void add_otter_op(OpTable& t, const std::string& op, InferFn f, PrecisionClass p
   d.grad_kind = GradKind::kNotDifferentiable;
   d.summary = summary;
   t.add(std::move(d));
+}
+
+void check_1d(InferContext& ctx, int i, const char* what) {
+  if (!ctx.has_input(i)) return;
+  const Shape& s = ctx.in_shape(i);
+  if (s.rank_known && s.rank() != 1)
+    ctx.error(str_cat(input_desc(ctx, i), " (", what, ") must be 1-D, got shape ", s.to_string()));
+}
+
+void check_scalar(InferContext& ctx, int i, const char* what) {
+  if (!ctx.has_input(i)) return;
+  const Shape& s = ctx.in_shape(i);
+  if (s.rank_known && s.is_static() && s.numel() != 1)
+    ctx.error(str_cat(input_desc(ctx, i), " (", what, ") must be a scalar, got shape ", s.to_string()));
+}
+
+void check_dims_match(InferContext& ctx, const Dim& a, const Dim& b, const std::string& what) {
+  if (a.is_static() && b.is_static() && a.value != b.value) ctx.error(str_cat(what, ": ", a.value, " vs ", b.value));
+}
+
+Dim dim_at(const Shape& s, int64_t i) {
+  if (!s.rank_known || i < 0 || i >= s.rank()) return Dim();
+  return s.dims[i];
+}
+
+InferFn grads_like(int min_in, int max_in, std::vector<int> like) {
+  return [=](InferContext& ctx) {
+    check_arity(ctx, min_in, max_in, 1, static_cast<int>(like.size()));
+    check_float(ctx, 0);
+    check_same_type(ctx, 0, 1);
+    for (size_t k = 0; k < like.size(); ++k)
+      if (ctx.has_output(static_cast<int>(k))) same_as_input(ctx, like[k], static_cast<int>(k));
+  };
+}
+
+void grad_fused(GradContext& c, const std::string& op, const std::vector<Value*>& inputs,
+                const std::vector<int>& grad_of, const std::vector<std::string>& attrs,
+                std::map<std::string, Attribute> extra) {
+  std::vector<bool> want;
+  bool any = false;
+  for (int i : grad_of) {
+    want.push_back(i >= 0 && c.node().has_input(i) && c.needs_grad(i));
+    any |= want.back();
+  }
+  if (!any) return;
+  auto a = c.forward_attrs(attrs);
+  a.insert(extra.begin(), extra.end());
+  std::vector<Value*> g = c.emit_some(op, inputs, want, a, kOtterDomain);
+  for (size_t k = 0; k < grad_of.size(); ++k)
+    if (g[k]) c.set_grad_input(grad_of[k], g[k]);
 }
 
 void check_float(InferContext& ctx, int i) { check_type(ctx, i, Types::kFloat); }

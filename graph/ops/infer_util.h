@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/error.h"
+#include "graph/gradient.h"
 #include "graph/op_table.h"
 
 namespace otter::infer {
@@ -53,6 +55,13 @@ enum class Types : uint8_t {
 };
 // Fails unless input i's dtype (when known) is in the set.
 void check_type(InferContext& ctx, int i, Types allowed);
+// Fail unless input i (when present and its rank known) is 1-D / holds one element; `what` names it.
+void check_1d(InferContext& ctx, int i, const char* what);
+void check_scalar(InferContext& ctx, int i, const char* what);
+// A static dim pair that disagrees is an error; symbols are trusted to agree.
+void check_dims_match(InferContext& ctx, const Dim& a, const Dim& b, const std::string& what);
+// Dim i of s; an unknown dim where the rank is unknown or i is out of range.
+Dim dim_at(const Shape& s, int64_t i);
 // Fails unless inputs i and j (when both known) have one dtype.
 void check_same_type(InferContext& ctx, int i, int j);
 
@@ -83,11 +92,29 @@ std::optional<int64_t> static_length(InferContext& ctx, int i);
 void set_sym(InferContext& ctx, int i, std::vector<Dim> d);
 constexpr size_t kMaxSymData = 64;
 
+// ---- registration ---------------------------------------------------------------------------------
+// Registers an op of the default (ONNX) domain over opsets [since, until]: the one registration
+// helper of the op families (graph/ops/*.cc, which bring it in with `using infer::add;`).
+void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionClass p, bool inplace, GradSpec g,
+         const char* summary);
+// The same up to the newest supported opset (kMaxOnnxOpset).
+void add(OpTable& t, const char* op, int since, InferFn f, PrecisionClass p, bool inplace, GradSpec g,
+         const char* summary);
+
+
 // ---- internal gradient ops ------------------------------------------------------------------------
 // Registers an op of the ai.otter domain (a gradient op: not itself differentiable).
 void add_otter_op(OpTable& t, const std::string& op, InferFn f, PrecisionClass p, const std::string& summary);
 // Fails unless input i (when present) has a float dtype.
 void check_float(InferContext& ctx, int i);
+// Outputs k take the dtype and shape of inputs `like[k]` (a fused op's gradients), after checking
+// [min_in, max_in] inputs, a float dY (input 0) and input 1 of dY's type.
+InferFn grads_like(int min_in, int max_in, std::vector<int> like);
+// One fused backward op for several inputs: `op`(inputs) in the ai.otter domain with an output per
+// wanted gradient of the inputs `grad_of` (-1: none), the forward attributes `attrs` plus `extra`.
+void grad_fused(GradContext& c, const std::string& op, const std::vector<Value*>& inputs,
+                const std::vector<int>& grad_of, const std::vector<std::string>& attrs,
+                std::map<std::string, Attribute> extra = {});
 // Output 0 takes input i's dtype and shape (element-wise gradient ops).
 void same_as_input(InferContext& ctx, int i, int out = 0);
 
@@ -96,3 +123,11 @@ std::vector<int64_t> normalize_axes(InferContext& ctx, const std::vector<int64_t
                                     const char* what = "axes");
 
 }  // namespace otter::infer
+
+namespace otter {
+// Op families registered by another family's registration function: the data-movement ops
+// (graph/ops/movement.cc) by register_shape_ops, MatMul, Gemm, convolution and pooling
+// (graph/ops/matmul_conv.cc) by register_nn_ops.
+void register_data_movement_ops(OpTable& t);
+void register_matmul_conv_ops(OpTable& t);
+}  // namespace otter

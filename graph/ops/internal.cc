@@ -39,6 +39,41 @@ void set_half_copy_output(InferContext& ctx, int in, int out) {
   ctx.set_output(out, ctx.in_dtype(in), shape_of(ctx, in));
 }
 
+// The optimizer's ops: the gradient multiplier, the learning rate and the updates.
+void register_optimizer_ops(OpTable& t) {
+  // GradScale(inv_scale, norm_sq?) {max_norm}: the multiplier applied to accumulated gradients:
+  // inv_scale, times torch's clip_grad_norm_ coefficient min(1, max_norm / (norm + 1e-6)) when
+  // max_norm > 0, where norm = sqrt(norm_sq) * inv_scale is the norm of the unscaled gradient.
+  t.add(internal("GradScale", "gradient multiplier: 1/S times the global-norm clipping coefficient", [](InferContext& ctx) {
+    ctx.set_output(0, DataType::kFloat32, scalar());
+  }));
+  // LearningRate(step) {schedule, lr, warmup, total, min_lr}: lr of the update taken after `step`
+  // completed (non-skipped) updates.
+  t.add(internal("LearningRate", "learning rate of the next update (constant, linear-warmup, cosine)", [](InferContext& ctx) {
+    ctx.set_output(0, DataType::kFloat32, scalar());
+  }));
+  // SGDUpdate(p, g, mom?, lr, gscale, finite, p_half?) {momentum, nesterov, weight_decay}
+  //   -> p_out, mom_out, p_half_out. p_half, when given, is the weight's half-precision copy: the
+  //   kernel rounds each new weight into it (in place), so one kernel keeps both copies in step.
+  t.add(internal("SGDUpdate", "torch.optim.SGD update (momentum, Nesterov, weight decay), skipped when not finite",
+                 [](InferContext& ctx) {
+                   require_float(ctx, 0);
+                   ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
+                   if (ctx.has_input(2)) ctx.set_output(1, ctx.in_dtype(2), shape_of(ctx, 2));
+                   set_half_copy_output(ctx, 6, 2);
+                 }));
+  // AdamUpdate(p, g, m, v, step, lr, gscale, finite, p_half?) {beta1, beta2, eps, weight_decay,
+  //   decoupled} -> p_out, m_out, v_out, p_half_out. step counts completed updates before this
+  //   one; p_half as in SGDUpdate.
+  t.add(internal("AdamUpdate", "torch.optim.Adam / AdamW update, skipped when not finite", [](InferContext& ctx) {
+    require_float(ctx, 0);
+    ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
+    ctx.set_output(1, ctx.in_dtype(2), shape_of(ctx, 2));
+    ctx.set_output(2, ctx.in_dtype(3), shape_of(ctx, 3));
+    set_half_copy_output(ctx, 8, 3);
+  }));
+}
+
 }  // namespace
 
 void register_internal_ops(OpTable& t) {
@@ -76,37 +111,6 @@ void register_internal_ops(OpTable& t) {
     for (int i = 0; i < ctx.num_inputs(); ++i) require_float(ctx, i);
     ctx.set_output(0, DataType::kFloat32, scalar());
   }));
-  // GradScale(inv_scale, norm_sq?) {max_norm}: the multiplier applied to accumulated gradients:
-  // inv_scale, times torch's clip_grad_norm_ coefficient min(1, max_norm / (norm + 1e-6)) when
-  // max_norm > 0, where norm = sqrt(norm_sq) * inv_scale is the norm of the unscaled gradient.
-  t.add(internal("GradScale", "gradient multiplier: 1/S times the global-norm clipping coefficient", [](InferContext& ctx) {
-    ctx.set_output(0, DataType::kFloat32, scalar());
-  }));
-  // LearningRate(step) {schedule, lr, warmup, total, min_lr}: lr of the update taken after `step`
-  // completed (non-skipped) updates.
-  t.add(internal("LearningRate", "learning rate of the next update (constant, linear-warmup, cosine)", [](InferContext& ctx) {
-    ctx.set_output(0, DataType::kFloat32, scalar());
-  }));
-  // SGDUpdate(p, g, mom?, lr, gscale, finite, p_half?) {momentum, nesterov, weight_decay}
-  //   -> p_out, mom_out, p_half_out. p_half, when given, is the weight's half-precision copy: the
-  //   kernel rounds each new weight into it (in place), so one kernel keeps both copies in step.
-  t.add(internal("SGDUpdate", "torch.optim.SGD update (momentum, Nesterov, weight decay), skipped when not finite",
-                 [](InferContext& ctx) {
-                   require_float(ctx, 0);
-                   ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
-                   if (ctx.has_input(2)) ctx.set_output(1, ctx.in_dtype(2), shape_of(ctx, 2));
-                   set_half_copy_output(ctx, 6, 2);
-                 }));
-  // AdamUpdate(p, g, m, v, step, lr, gscale, finite, p_half?) {beta1, beta2, eps, weight_decay,
-  //   decoupled} -> p_out, m_out, v_out, p_half_out. step counts completed updates before this
-  //   one; p_half as in SGDUpdate.
-  t.add(internal("AdamUpdate", "torch.optim.Adam / AdamW update, skipped when not finite", [](InferContext& ctx) {
-    require_float(ctx, 0);
-    ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
-    ctx.set_output(1, ctx.in_dtype(2), shape_of(ctx, 2));
-    ctx.set_output(2, ctx.in_dtype(3), shape_of(ctx, 3));
-    set_half_copy_output(ctx, 8, 3);
-  }));
   // StepCount(step, finite) -> step + finite.
   t.add(internal("StepCount", "count of applied updates: +1 unless the step was skipped", [](InferContext& ctx) {
     ctx.set_output(0, ctx.in_dtype(0), shape_of(ctx, 0));
@@ -124,6 +128,7 @@ void register_internal_ops(OpTable& t) {
   t.add(internal("ScaleSeed", "backward seed: loss scale S divided by the accumulation count K", [](InferContext& ctx) {
     ctx.set_output(0, DataType::kFloat32, shape_of(ctx, 0));
   }));
+  register_optimizer_ops(t);
   // The accumulate and update kernels write their state input in place and return it as the output.
   t.mutable_find(kOtterDomain, "AccumulateGrad", 1)->views = {{0, 0}};
   t.mutable_find(kOtterDomain, "GemmAccumulate", 1)->views = {{0, 2}};

@@ -157,7 +157,9 @@ GradFn grad_x_times(bool axes_input, Value* (*coeff)(GradContext&, Value* dy, Va
 }
 
 GradFn grad_reduce_sum_square(bool axes_input) {
-  return grad_x_times(axes_input, [](GradContext& c, Value* dy, Value*) { return c.emit("Mul", {dy, c.scalar_like(2, dy)}); });
+  return grad_x_times(axes_input, [](GradContext& c, Value* dy, Value*) {
+    return c.emit("Mul", {dy, c.scalar_like(2, dy)});
+  });
 }
 
 GradFn grad_reduce_l2(bool axes_input) {
@@ -171,16 +173,7 @@ GradFn grad_reduce_l2(bool axes_input) {
 
 void add(OpTable& t, const char* op, int since, int until, bool axes_input, Types types, PrecisionClass p,
          GradFn (*grad)(bool), const char* summary) {
-  t.add({.domain = "",
-         .op_type = op,
-         .since_version = since,
-         .until_version = until,
-         .infer = reduce(axes_input, types),
-         .precision = p,
-         .inplace = false,
-         .grad_kind = GradKind::kRule,
-         .grad = grad(axes_input),
-         .summary = summary});
+  infer::add(t, op, since, until, reduce(axes_input, types), p, false, grad_rule(grad(axes_input)), summary);
 }
 
 }  // namespace

@@ -17,22 +17,19 @@ namespace otter {
 
 // ---- a small math shim: one name, a float and a double overload ---------------------------------
 namespace math {
-OTTER_HD float exp(float x) { return ::expf(x); }
-OTTER_HD double exp(double x) { return ::exp(x); }
-OTTER_HD float log(float x) { return ::logf(x); }
-OTTER_HD double log(double x) { return ::log(x); }
-OTTER_HD float log1p(float x) { return ::log1pf(x); }
-OTTER_HD double log1p(double x) { return ::log1p(x); }
-OTTER_HD float sqrt(float x) { return ::sqrtf(x); }
-OTTER_HD double sqrt(double x) { return ::sqrt(x); }
-OTTER_HD float tanh(float x) { return ::tanhf(x); }
-OTTER_HD double tanh(double x) { return ::tanh(x); }
-OTTER_HD float erf(float x) { return ::erff(x); }
-OTTER_HD double erf(double x) { return ::erf(x); }
+#define OTTER_MATH_SHIM(name, float_fn, double_fn)                     \
+  OTTER_HD float name(float x) { return ::float_fn(x); }               \
+  OTTER_HD double name(double x) { return ::double_fn(x); }
+OTTER_MATH_SHIM(exp, expf, exp)
+OTTER_MATH_SHIM(log, logf, log)
+OTTER_MATH_SHIM(log1p, log1pf, log1p)
+OTTER_MATH_SHIM(sqrt, sqrtf, sqrt)
+OTTER_MATH_SHIM(tanh, tanhf, tanh)
+OTTER_MATH_SHIM(erf, erff, erf)
+OTTER_MATH_SHIM(abs, fabsf, fabs)
+#undef OTTER_MATH_SHIM
 OTTER_HD float pow(float x, float y) { return ::powf(x, y); }
 OTTER_HD double pow(double x, double y) { return ::pow(x, y); }
-OTTER_HD float abs(float x) { return ::fabsf(x); }
-OTTER_HD double abs(double x) { return ::fabs(x); }
 }  // namespace math
 
 template <typename T>
@@ -223,17 +220,6 @@ OTTER_HD To convert_value(From v) {
   } else {
     return static_cast<To>(v);
   }
-}
-
-// Double to float rounded to odd (truncate, then set the last bit when inexact). Rounding that
-// float to half or bfloat16 with round-to-nearest-even then equals rounding the double directly,
-// which a plain double -> float -> half chain does not (it can create a false tie).
-OTTER_HD float double_to_float_round_odd(double d) {
-  float f = static_cast<float>(d);
-  if (static_cast<double>(f) == d || !(d == d)) return f;
-  uint32_t u = float_bits(f);
-  if (math::abs(static_cast<double>(f)) > math::abs(d)) u -= 1;  // step back toward zero
-  return bits_float(u | 1u);
 }
 
 }  // namespace otter

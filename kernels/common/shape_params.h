@@ -1,10 +1,13 @@
 // Host-side parameter resolution of the data-movement ops, shared by the CPU and CUDA kernels (and
-// their gradients): axis normalisation, the strided view one Slice reads, and Split's output
-// sizes, validated with errors that name the node. Inputs are already read on the host.
+// their gradients): axis normalisation, Concat's output, the strided view one Slice reads, Split's
+// output sizes and Pad's geometry (also PadGrad's), validated with errors that name the node.
+// Inputs are already read on the host.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "graph/error.h"
@@ -16,6 +19,40 @@ namespace otter::params {
 inline int64_t normalize_axis(const KernelContext& ctx, int64_t axis, int64_t rank, const char* what = "axis") {
   if (axis < -rank || axis >= rank) ctx.error(str_cat(what, " ", axis, " is out of range for rank ", rank));
   return axis < 0 ? axis + rank : axis;
+}
+
+// Concat of all the context's inputs along `axis`: the inputs agree in dtype, rank and every other
+// dim. The output is `outer` rows of out_dims[axis] * inner elements; input i fills a column
+// block of dims[axis] * inner elements in each row.
+struct ConcatSpec {
+  int64_t axis = 0;
+  std::vector<int64_t> out_dims;
+  int64_t outer = 1, inner = 1;
+};
+
+inline ConcatSpec resolve_concat(const KernelContext& ctx, int64_t axis) {
+  const int n = ctx.num_inputs();
+  if (n < 1) ctx.error("needs at least one input");
+  const Tensor& x0 = ctx.input(0);
+  const int64_t r = x0.rank();
+  if (r == 0) ctx.error("cannot concatenate scalars");
+  ConcatSpec c;
+  c.axis = normalize_axis(ctx, axis, r);
+  const int64_t a = c.axis;
+  c.out_dims = x0.dims();
+  c.out_dims[a] = 0;
+  for (int i = 0; i < n; ++i) {
+    const Tensor& xi = ctx.input(i);
+    bool ok = xi.dtype() == x0.dtype() && xi.rank() == r;
+    for (int64_t k = 0; ok && k < r; ++k) ok = k == a || xi.dims()[k] == x0.dims()[k];
+    if (!ok)
+      ctx.error(
+          str_cat("input ", i, " ", xi.describe(), " does not match input 0 ", x0.describe(), " outside axis ", a));
+    c.out_dims[a] += xi.dims()[a];
+  }
+  for (int64_t k = 0; k < a; ++k) c.outer *= c.out_dims[k];
+  for (int64_t k = a + 1; k < r; ++k) c.inner *= c.out_dims[k];
+  return c;
 }
 
 // The strided view one Slice reads: per axis the first element, the step and the output length.
@@ -85,6 +122,40 @@ inline PadMode parse_pad_mode(const Node& n) {
   if (m == "edge") return PadMode::kEdge;
   if (m == "wrap") return PadMode::kWrap;
   fail(n.describe(), ": unsupported pad mode '", m, "'");
+}
+
+// Pad's geometry on an input `x` (PadGrad: on the gradient dX, of the padded input's dims): per
+// axis the padding before (`lo`, negative crops) and the output length. `pads` holds the begins
+// then the ends of the padded axes: `axes` (nullopt: every axis in order; negative ones count
+// from the end). Reflect, edge and wrap padding cannot grow an empty axis.
+struct PadSpec {
+  std::vector<int64_t> lo, out_dims;
+};
+
+inline PadSpec resolve_pad(const KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& pads,
+                           const std::optional<std::vector<int64_t>>& axes_in, PadMode mode) {
+  const int64_t r = x.rank();
+  std::vector<int64_t> axes;
+  if (axes_in) {
+    for (int64_t a : *axes_in) axes.push_back(normalize_axis(ctx, a, r));
+  } else {
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  }
+  const size_t na = axes.size();
+  if (pads.size() != 2 * na)
+    ctx.error(str_cat("pads ", dims_to_string(pads), " must have 2 entries per padded axis (", na, ")"));
+  PadSpec p{std::vector<int64_t>(static_cast<size_t>(r), 0), x.dims()};
+  for (size_t i = 0; i < na; ++i) {
+    const int64_t a = axes[i];
+    p.lo[a] = pads[i];
+    p.out_dims[a] = x.dims()[a] + pads[i] + pads[i + na];
+    if (p.out_dims[a] < 0)
+      ctx.error(str_cat("pads ", dims_to_string(pads), " crop axis ", a, " of ", x.describe(), " below 0"));
+    if (mode != PadMode::kConstant && x.dims()[a] == 0 && p.out_dims[a] > 0)
+      ctx.error(str_cat("cannot ", ctx.node().attr_s("mode", "constant"), "-pad the empty axis ", a, " of ",
+                        x.describe()));
+  }
+  return p;
 }
 
 }  // namespace otter::params

@@ -45,6 +45,31 @@ struct WindowAttrs {
   }
 };
 
+// The operands of a convolution: X [N, C, spatial...] and W [M, C / group, kernel...] of one dtype,
+// checked against each other, the group count and the kernel_shape attribute (when given).
+struct ConvShape {
+  int64_t batch = 0, cin = 0, cout = 0, cg = 0;  // cg: input channels per group
+  std::vector<int64_t> in, kernel;               // spatial dims of X and W
+};
+
+inline ConvShape check_conv_shape(const KernelContext& ctx, const Tensor& x, const Tensor& w, int64_t group,
+                                  const std::vector<int64_t>& kernel_attr) {
+  if (x.rank() < 3) ctx.error(str_cat("X must have rank >= 3 (N, C, spatial...), got ", x.describe()));
+  if (w.rank() != x.rank()) ctx.error(str_cat("W ", w.describe(), " must have the rank of X ", x.describe()));
+  if (w.dtype() != x.dtype()) ctx.error(str_cat("W has type ", w.describe(), ", X ", x.describe()));
+  if (x.rank() - 2 > 8) ctx.error("more than 8 spatial axes");
+  ConvShape c{x.dim(0), x.dim(1), w.dim(0), w.dim(1), {x.dims().begin() + 2, x.dims().end()},
+              {w.dims().begin() + 2, w.dims().end()}};
+  if (c.cin != c.cg * group)
+    ctx.error(str_cat("channel mismatch: X ", x.describe(), " has ", c.cin, " channels, W ", w.describe(), " expects ",
+                      c.cg, " per group x ", group, " groups"));
+  if (c.cout % group != 0)
+    ctx.error(str_cat("W ", w.describe(), ": ", c.cout, " output channels not divisible by group ", group));
+  if (!kernel_attr.empty() && kernel_attr != c.kernel)
+    ctx.error(str_cat("kernel_shape ", dims_to_string(kernel_attr), " differs from W ", w.describe()));
+  return c;
+}
+
 // Resolved geometry of one call: spatial sizes in and out, kernel, strides, dilations, begin pads.
 struct Geometry {
   int nsp = 0;
@@ -104,6 +129,45 @@ inline Geometry resolve_geometry(const KernelContext& ctx, const WindowAttrs& w,
     g.out_plane *= g.out[i];
     g.k_size *= g.k[i];
   }
+  return g;
+}
+
+// The geometry on three spatial axes (missing leading axes of size 1), as the pooling kernels
+// walk it on both backends.
+struct Window3 {
+  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+};
+
+inline Window3 to_3d(const Geometry& g) {
+  Window3 p{};
+  const int shift = 3 - g.nsp;
+  for (int j = 0; j < 3; ++j) {
+    const int src = j - shift;
+    const bool real = src >= 0;
+    p.in[j] = real ? g.in[src] : 1;
+    p.out[j] = real ? g.out[src] : 1;
+    p.k[j] = real ? g.k[src] : 1;
+    p.s[j] = real ? g.s[src] : 1;
+    p.d[j] = real ? g.d[src] : 1;
+    p.pb[j] = real ? g.pb[src] : 0;
+    p.pe[j] = real ? g.pe[src] : 0;
+  }
+  return p;
+}
+
+// Checks a pooling gradient's X (1 to 3 spatial axes, dY's type) and dY (the pooling's output
+// shape; `op` names the pooling) and resolves the window geometry.
+inline Geometry check_pool_grad(const KernelContext& ctx, const Tensor& dy, const Tensor& x, const WindowAttrs& w,
+                                const char* op) {
+  if (x.rank() < 3 || x.rank() > 5 || x.dtype() != dy.dtype())
+    ctx.error(str_cat("X ", x.describe(), " must have 1 to 3 spatial axes and dY's type ", dy.describe()));
+  if (static_cast<int64_t>(w.kernel.size()) != x.rank() - 2)
+    ctx.error(str_cat("kernel_shape has ", w.kernel.size(), " values for X ", x.describe()));
+  const Geometry g = resolve_geometry(ctx, w, std::vector<int64_t>(x.dims().begin() + 2, x.dims().end()), w.kernel);
+  std::vector<int64_t> ydims = {x.dim(0), x.dim(1)};
+  ydims.insert(ydims.end(), g.out.begin(), g.out.end());
+  if (dy.dims() != ydims)
+    ctx.error(str_cat("dY ", dy.describe(), " does not match the ", op, " output shape ", dims_to_string(ydims)));
   return g;
 }
 

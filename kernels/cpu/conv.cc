@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/window.h"
@@ -23,45 +25,23 @@ constexpr int64_t kColumnBudget = int64_t{1} << 22;  // elements of the column a
 
 // ---- Conv ----------------------------------------------------------------------------------------
 
-class ConvKernel : public Kernel {
+class ConvKernel : public cpu::FloatKernel<ConvKernel> {
  public:
   explicit ConvKernel(const Node& n) : w_(n, false), group_(n.attr_i("group", 1)) {
     if (group_ <= 0) fail(n.describe(), ": group must be positive");
   }
 
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<ConvKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     const Tensor& w = ctx.input(1);
-    if (x.rank() < 3) ctx.error(str_cat("X must have rank >= 3 (N, C, spatial...), got ", x.describe()));
-    if (w.rank() != x.rank())
-      ctx.error(str_cat("W ", w.describe(), " must have the rank of X ", x.describe()));
-    if (w.dtype() != x.dtype()) ctx.error(str_cat("W has type ", w.describe(), ", X ", x.describe()));
+    const window::ConvShape cs = window::check_conv_shape(ctx, x, w, group_, w_.kernel);
     const int nsp = static_cast<int>(x.rank()) - 2;
-    if (nsp > 8) ctx.error("more than 8 spatial axes");
-    const int64_t batch = x.dim(0), cin = x.dim(1), cout = w.dim(0), cg = w.dim(1);
-    if (cin != cg * group_)
-      ctx.error(str_cat("channel mismatch: X ", x.describe(), " has ", cin, " channels, W ", w.describe(),
-                        " expects ", cg, " per group x ", group_, " groups"));
-    if (cout % group_ != 0)
-      ctx.error(str_cat("W ", w.describe(), ": ", cout, " output channels not divisible by group ", group_));
-    std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
-    std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
-    if (!w_.kernel.empty() && w_.kernel != kernel)
-      ctx.error(str_cat("kernel_shape ", dims_to_string(w_.kernel), " differs from W ", w.describe()));
-    const T* pbias = nullptr;
-    if (ctx.has_input(2)) {
-      const Tensor& b = ctx.input(2);
-      if (b.rank() != 1 || b.dim(0) != cout || b.dtype() != x.dtype())
-        ctx.error(str_cat("bias ", b.describe(), " must be [", cout, "] of the type of X"));
-      pbias = b.data<T>();
-    }
-    const Geometry g = resolve_geometry(ctx, w_, in, kernel);
+    const int64_t batch = cs.batch, cin = cs.cin, cout = cs.cout, cg = cs.cg;
+    const T* pbias = bias<T>(ctx, cout, x);
+    const Geometry g = resolve_geometry(ctx, w_, cs.in, cs.kernel);
     std::vector<int64_t> odims = {batch, cout};
     odims.insert(odims.end(), g.out.begin(), g.out.end());
     Tensor& y = ctx.allocate_output(0, x.dtype(), odims);
@@ -90,12 +70,7 @@ class ConvKernel : public Kernel {
     const std::vector<int64_t> taps = pointwise ? std::vector<int64_t>{} : live_taps(g);
     const bool reduced = !pointwise && static_cast<int64_t>(taps.size()) < g.k_size;
     const int64_t kce = reduced ? cg * static_cast<int64_t>(taps.size()) : kc;
-    const T* wsrc = pw;
-    if (reduced) {
-      T* wl = wscratch_.get<T>(static_cast<size_t>(std::max<int64_t>(cout * kce, 1)));
-      gather_tap_weights(pw, cout, cg, g.k_size, taps, wl);
-      wsrc = wl;
-    }
+    const T* wsrc = reduced ? live_weights(pw, cout, cg, g, taps) : pw;
     const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>((kce + mg) * L, 1), 1, batch);
     const bool gather = chunk > 1 || !pointwise;
     T* cols = gather ? scratch_.get<T>(static_cast<size_t>((kce + mg) * chunk * L)) : nullptr;
@@ -135,6 +110,25 @@ class ConvKernel : public Kernel {
         }
       }
     }
+  }
+
+  // Input 2 (B, [cout] of X's type) or null.
+  template <typename T>
+  static const T* bias(const KernelContext& ctx, int64_t cout, const Tensor& x) {
+    if (!ctx.has_input(2)) return nullptr;
+    const Tensor& b = ctx.input(2);
+    if (b.rank() != 1 || b.dim(0) != cout || b.dtype() != x.dtype())
+      ctx.error(str_cat("bias ", b.describe(), " must be [", cout, "] of the type of X"));
+    return b.data<T>();
+  }
+
+  // W_live [cout, cg * live]: the weights of the live kernel offsets `taps`, in scratch.
+  template <typename T>
+  const T* live_weights(const T* pw, int64_t cout, int64_t cg, const Geometry& g, const std::vector<int64_t>& taps) {
+    const int64_t kce = cg * static_cast<int64_t>(taps.size());
+    T* wl = wscratch_.get<T>(static_cast<size_t>(std::max<int64_t>(cout * kce, 1)));
+    gather_tap_weights(pw, cout, cg, g.k_size, taps, wl);
+    return wl;
   }
 
   // One input channel per group: y[n, c*mg + j] = bias + sum_k w[c*mg + j, k] * shifted x[n, c].
@@ -250,50 +244,64 @@ class PoolKernel : public Kernel {
           const int64_t s1 = o1 * p.s[1] - p.pb[1];
           for (int64_t o2 = 0; o2 < p.out[2]; ++o2, ++oi) {
             const int64_t s2 = o2 * p.s[2] - p.pb[2];
-            const int64_t lo2 = p.klo[2][o2], hi2 = p.khi[2][o2];
             if (mode_ == Mode::kMax) {
-              T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                            : std::numeric_limits<T>::lowest();
               int64_t bi = -1;
-              for (int64_t k0 = p.klo[0][o0]; k0 < p.khi[0][o0]; ++k0) {
-                const int64_t i0 = s0 + k0 * p.d[0];
-                for (int64_t k1 = p.klo[1][o1]; k1 < p.khi[1][o1]; ++k1) {
-                  const int64_t i1 = s1 + k1 * p.d[1];
-                  const T* row = xp + (i0 * p.in[1] + i1) * p.in[2];
-                  for (int64_t k2 = lo2; k2 < hi2; ++k2) {
-                    const int64_t i2 = s2 + k2 * p.d[2];
-                    const T v = row[i2];
-                    if (v > best || v != v) {  // NaN propagates, as in PyTorch
-                      if (v != v && best != best) continue;
-                      best = v;
-                      bi = col_major ? i0 + p.in[0] * (i1 + p.in[1] * i2) : (i0 * p.in[1] + i1) * p.in[2] + i2;
-                    }
-                  }
-                }
-              }
-              yp[oi] = best;
+              yp[oi] = max_window(p, xp, {o0, o1, o2}, {s0, s1, s2}, col_major, bi);
               if (ip) ip[oi] = bi < 0 ? -1 : pl * in_plane + bi;
             } else {
-              double sum = 0;
-              for (int64_t k0 = p.klo[0][o0]; k0 < p.khi[0][o0]; ++k0) {
-                const int64_t i0 = s0 + k0 * p.d[0];
-                for (int64_t k1 = p.klo[1][o1]; k1 < p.khi[1][o1]; ++k1) {
-                  const int64_t i1 = s1 + k1 * p.d[1];
-                  const T* row = xp + (i0 * p.in[1] + i1) * p.in[2];
-                  for (int64_t k2 = lo2; k2 < hi2; ++k2) sum += row[s2 + k2 * p.d[2]];
-                }
-              }
-              const int64_t cnt =
-                  count_include_pad_
-                      ? p.cnt_pad[0][o0] * p.cnt_pad[1][o1] * p.cnt_pad[2][o2]
-                      : (p.khi[0][o0] - p.klo[0][o0]) * (p.khi[1][o1] - p.klo[1][o1]) * (hi2 - lo2);
-              yp[oi] = cnt > 0 ? static_cast<T>(sum / static_cast<double>(cnt))
-                               : std::numeric_limits<T>::quiet_NaN();
+              yp[oi] = average_window(p, xp, {o0, o1, o2}, {s0, s1, s2});
             }
           }
         }
       }
     }
+  }
+
+  // The maximum of one window of plane xp (output position o, window start s per axis) and its
+  // flat index in the plane (`bi`, -1 where the window is empty). NaN propagates, as in PyTorch.
+  template <typename T>
+  static T max_window(const Pool3& p, const T* xp, const std::array<int64_t, 3>& o, const std::array<int64_t, 3>& s,
+                      bool col_major, int64_t& bi) {
+    T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                  : std::numeric_limits<T>::lowest();
+    const int64_t lo2 = p.klo[2][o[2]], hi2 = p.khi[2][o[2]];
+    for (int64_t k0 = p.klo[0][o[0]]; k0 < p.khi[0][o[0]]; ++k0) {
+      const int64_t i0 = s[0] + k0 * p.d[0];
+      for (int64_t k1 = p.klo[1][o[1]]; k1 < p.khi[1][o[1]]; ++k1) {
+        const int64_t i1 = s[1] + k1 * p.d[1];
+        const T* row = xp + (i0 * p.in[1] + i1) * p.in[2];
+        for (int64_t k2 = lo2; k2 < hi2; ++k2) {
+          const int64_t i2 = s[2] + k2 * p.d[2];
+          const T v = row[i2];
+          if (v > best || v != v) {
+            if (v != v && best != best) continue;
+            best = v;
+            bi = col_major ? i0 + p.in[0] * (i1 + p.in[1] * i2) : (i0 * p.in[1] + i1) * p.in[2] + i2;
+          }
+        }
+      }
+    }
+    return best;
+  }
+
+  // The mean of one window (count_include_pad counts the padding); NaN for an empty window.
+  template <typename T>
+  T average_window(const Pool3& p, const T* xp, const std::array<int64_t, 3>& o,
+                   const std::array<int64_t, 3>& s) const {
+    const int64_t lo2 = p.klo[2][o[2]], hi2 = p.khi[2][o[2]];
+    double sum = 0;
+    for (int64_t k0 = p.klo[0][o[0]]; k0 < p.khi[0][o[0]]; ++k0) {
+      const int64_t i0 = s[0] + k0 * p.d[0];
+      for (int64_t k1 = p.klo[1][o[1]]; k1 < p.khi[1][o[1]]; ++k1) {
+        const int64_t i1 = s[1] + k1 * p.d[1];
+        const T* row = xp + (i0 * p.in[1] + i1) * p.in[2];
+        for (int64_t k2 = lo2; k2 < hi2; ++k2) sum += row[s[2] + k2 * p.d[2]];
+      }
+    }
+    const int64_t cnt = count_include_pad_
+                            ? p.cnt_pad[0][o[0]] * p.cnt_pad[1][o[1]] * p.cnt_pad[2][o[2]]
+                            : (p.khi[0][o[0]] - p.klo[0][o[0]]) * (p.khi[1][o[1]] - p.klo[1][o[1]]) * (hi2 - lo2);
+    return cnt > 0 ? static_cast<T>(sum / static_cast<double>(cnt)) : std::numeric_limits<T>::quiet_NaN();
   }
 
   WindowAttrs w_;
@@ -303,14 +311,11 @@ class PoolKernel : public Kernel {
 };
 
 // GlobalAveragePool / GlobalMaxPool: one value per (n, c) plane.
-class GlobalPoolKernel : public Kernel {
+class GlobalPoolKernel : public cpu::FloatKernel<GlobalPoolKernel> {
  public:
   explicit GlobalPoolKernel(bool max) : max_(max) {}
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<GlobalPoolKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
@@ -346,20 +351,17 @@ void register_cpu_conv_kernels(KernelRegistry& r) {
   const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
   const std::vector<DataType> kMaxPoolTypes = {DataType::kFloat32, DataType::kFloat64, DataType::kInt8,
                                                DataType::kUInt8};
-  r.add({"", "Conv", 11, 1 << 30, DeviceType::kCpu, kFloats, nullptr,
-         [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvKernel>(n); }});
-  r.add({"", "MaxPool", 12, 1 << 30, DeviceType::kCpu, kMaxPoolTypes, nullptr,
-         [](const Node& n) -> std::unique_ptr<Kernel> {
-           return std::make_unique<PoolKernel>(n, PoolKernel::Mode::kMax);
-         }});
-  r.add({"", "AveragePool", 11, 1 << 30, DeviceType::kCpu, kFloats, nullptr,
-         [](const Node& n) -> std::unique_ptr<Kernel> {
-           return std::make_unique<PoolKernel>(n, PoolKernel::Mode::kAverage);
-         }});
-  r.add({"", "GlobalAveragePool", 1, 1 << 30, DeviceType::kCpu, kFloats, nullptr,
-         [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<GlobalPoolKernel>(false); }});
-  r.add({"", "GlobalMaxPool", 1, 1 << 30, DeviceType::kCpu, kFloats, nullptr,
-         [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<GlobalPoolKernel>(true); }});
+  auto add = [&](const char* op, const std::vector<DataType>& types, auto make) {
+    r.add({.op_type = op, .dtypes = types, .create = [make](const Node& n) -> std::unique_ptr<Kernel> {
+             return make(n);
+           }});
+  };
+  add("Conv", kFloats, [](const Node& n) { return std::make_unique<ConvKernel>(n); });
+  add("MaxPool", kMaxPoolTypes, [](const Node& n) { return std::make_unique<PoolKernel>(n, PoolKernel::Mode::kMax); });
+  add("AveragePool", kFloats,
+      [](const Node& n) { return std::make_unique<PoolKernel>(n, PoolKernel::Mode::kAverage); });
+  add("GlobalAveragePool", kFloats, [](const Node&) { return std::make_unique<GlobalPoolKernel>(false); });
+  add("GlobalMaxPool", kFloats, [](const Node&) { return std::make_unique<GlobalPoolKernel>(true); });
 }
 
 }  // namespace otter

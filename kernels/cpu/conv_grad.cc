@@ -18,6 +18,7 @@
 
 #include "graph/op_table.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/window.h"
@@ -34,47 +35,31 @@ void check_grad_input(const KernelContext& ctx, const Tensor& dy, const std::vec
     ctx.error(str_cat("dY ", dy.describe(), " does not match the ", what, " output shape ", dims_to_string(dims)));
 }
 
-class ConvGradKernel : public Kernel {
+class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
  public:
   explicit ConvGradKernel(const Node& n) : w_(n, false), group_(n.attr_i("group", 1)) {
     if (group_ <= 0) fail(n.describe(), ": group must be positive");
   }
 
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<ConvGradKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
     const Tensor& w = ctx.input(2);
-    if (x.rank() < 3 || w.rank() != x.rank() || x.dtype() != dy.dtype() || w.dtype() != dy.dtype())
-      ctx.error(str_cat("X ", x.describe(), " and W ", w.describe(), " must be N-d tensors of dY's type ", dy.describe()));
-    const int64_t batch = x.dim(0), cin = x.dim(1), cout = w.dim(0), cg = w.dim(1);
-    if (cin != cg * group_ || cout % group_ != 0)
-      ctx.error(str_cat("channel mismatch: X ", x.describe(), ", W ", w.describe(), ", group ", group_));
-    std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
-    std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
-    const Geometry g = resolve_geometry(ctx, w_, in, kernel);
+    if (x.dtype() != dy.dtype())
+      ctx.error(
+          str_cat("X ", x.describe(), " and W ", w.describe(), " must be N-d tensors of dY's type ", dy.describe()));
+    const window::ConvShape cs = window::check_conv_shape(ctx, x, w, group_, w_.kernel);
+    const int64_t batch = cs.batch, cin = cs.cin, cout = cs.cout, cg = cs.cg;
+    const Geometry g = resolve_geometry(ctx, w_, cs.in, cs.kernel);
     std::vector<int64_t> ydims = {batch, cout};
     ydims.insert(ydims.end(), g.out.begin(), g.out.end());
     check_grad_input(ctx, dy, ydims, "Conv");
     T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
-    T* dw = nullptr;
     bool dw_add = false;  // add into dW (a fused accumulator after the first micro-step)
-    if (ctx.has_output(1) && ctx.has_input(3)) {
-      const Tensor& acc = ctx.input(3);
-      if (acc.dtype() != w.dtype() || acc.dims() != w.dims())
-        ctx.error(str_cat("the dW accumulator ", acc.describe(), " does not match W ", w.describe()));
-      ctx.alias_output(1, acc, acc.dims());
-      Tensor a = acc;
-      dw = a.data<T>();
-      dw_add = !ctx.first_micro_step;
-    } else if (ctx.has_output(1)) {
-      dw = ctx.allocate_output(1, w.dtype(), w.dims()).template data<T>();
-    }
+    T* dw = dw_output<T>(ctx, w, dw_add);
     T* db = ctx.has_output(2) ? ctx.allocate_output(2, w.dtype(), {cout}).template data<T>() : nullptr;
     const int64_t L = g.out_plane, mg = cout / group_, kc = cg * g.k_size;
     const T* pdy = dy.data<T>();
@@ -139,6 +124,21 @@ class ConvGradKernel : public Kernel {
     }
   }
 
+  // Output 1 (dW), or null where it is not wanted: the dW accumulator input 3 where the graph fused
+  // accumulation into ConvGrad (`add`: add to it after the first micro-step), else a new tensor.
+  template <typename T>
+  static T* dw_output(KernelContext& ctx, const Tensor& w, bool& add) {
+    if (!ctx.has_output(1)) return nullptr;
+    if (!ctx.has_input(3)) return ctx.allocate_output(1, w.dtype(), w.dims()).template data<T>();
+    const Tensor& acc = ctx.input(3);
+    if (acc.dtype() != w.dtype() || acc.dims() != w.dims())
+      ctx.error(str_cat("the dW accumulator ", acc.describe(), " does not match W ", w.describe()));
+    ctx.alias_output(1, acc, acc.dims());
+    Tensor a = acc;
+    add = !ctx.first_micro_step;
+    return a.data<T>();
+  }
+
   // dYc[m, b*L + l] = dY[n0 + b, m0 + m, l].
   template <typename T>
   static void gather_dy(const T* dy, T* dyc, int64_t n0, int64_t nb, int64_t m0, int64_t mg, int64_t cout,
@@ -170,29 +170,18 @@ class ConvGradKernel : public Kernel {
 // MaxPoolGrad(dY, X) and AveragePoolGrad(dY, X) with the forward's attributes: per plane, each
 // output's gradient goes to its window's first maximum (the forward's argmax, NaN included) or is
 // spread over the window's counted positions.
-class PoolGradKernel : public Kernel {
+class PoolGradKernel : public cpu::FloatKernel<PoolGradKernel> {
  public:
   PoolGradKernel(const Node& n, bool max)
       : w_(n, true), max_(max), count_include_pad_(n.attr_i("count_include_pad", 0) != 0) {}
 
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<PoolGradKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
-    if (x.rank() < 3 || x.rank() > 5 || x.dtype() != dy.dtype())
-      ctx.error(str_cat("X ", x.describe(), " must have 1 to 3 spatial axes and dY's type ", dy.describe()));
-    if (static_cast<int64_t>(w_.kernel.size()) != x.rank() - 2)
-      ctx.error(str_cat("kernel_shape has ", w_.kernel.size(), " values for X ", x.describe()));
-    std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
-    const Geometry g = resolve_geometry(ctx, w_, in, w_.kernel);
-    std::vector<int64_t> ydims = {x.dim(0), x.dim(1)};
-    ydims.insert(ydims.end(), g.out.begin(), g.out.end());
-    check_grad_input(ctx, dy, ydims, max_ ? "MaxPool" : "AveragePool");
+    const Geometry g = window::check_pool_grad(ctx, dy, x, w_, max_ ? "MaxPool" : "AveragePool");
     Tensor& dxt = ctx.allocate_output(0, x.dtype(), x.dims());
     T* dx = dxt.data<T>();
     std::fill(dx, dx + x.numel(), T(0));
@@ -247,12 +236,15 @@ class PoolGradKernel : public Kernel {
 
 void register_cpu_conv_grad_kernels(KernelRegistry& r) {
   const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
-  r.add({kOtterDomain, "ConvGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr,
-         [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvGradKernel>(n); }});
-  r.add({kOtterDomain, "MaxPoolGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr,
-         [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PoolGradKernel>(n, true); }});
-  r.add({kOtterDomain, "AveragePoolGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr,
-         [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<PoolGradKernel>(n, false); }});
+  auto add = [&](const char* op, auto make) {
+    r.add({.domain = kOtterDomain,
+           .op_type = op,
+           .dtypes = kFloats,
+           .create = [make](const Node& n) -> std::unique_ptr<Kernel> { return make(n); }});
+  };
+  add("ConvGrad", [](const Node& n) { return std::make_unique<ConvGradKernel>(n); });
+  add("MaxPoolGrad", [](const Node& n) { return std::make_unique<PoolGradKernel>(n, true); });
+  add("AveragePoolGrad", [](const Node& n) { return std::make_unique<PoolGradKernel>(n, false); });
 }
 
 }  // namespace otter

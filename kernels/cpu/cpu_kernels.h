@@ -6,7 +6,8 @@
 namespace otter {
 void register_cpu_elementwise_kernels(KernelRegistry& r);  // elementwise.cc
 void register_cpu_reduce_kernels(KernelRegistry& r);       // reduce.cc
-void register_cpu_shape_kernels(KernelRegistry& r);        // shape.cc
+void register_cpu_shape_kernels(KernelRegistry& r);        // shape.cc: views, shape queries, constants
+void register_cpu_movement_kernels(KernelRegistry& r);     // movement.cc: Concat, Slice, Pad, ... (by shape.cc)
 void register_cpu_matmul_kernels(KernelRegistry& r);       // matmul.cc: MatMul, Gemm
 void register_cpu_conv_kernels(KernelRegistry& r);         // conv.cc: Conv, pooling
 void register_cpu_nn_kernels(KernelRegistry& r);           // nn.cc: norms, softmax, losses, dropout

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/common/checks.h"
 #include "kernels/common/convert.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/broadcast.h"
@@ -16,9 +17,6 @@ namespace {
 using cpu::compute_t;
 using cpu::load;
 using cpu::store;
-
-constexpr int kFirstOpset = 13;
-constexpr int kLastOpset = 21;
 
 const std::vector<DataType> kFloatTypes = {DataType::kFloat32, DataType::kFloat64,
                                            DataType::kFloat16, DataType::kBFloat16};
@@ -48,12 +46,6 @@ std::vector<int64_t> broadcast_or_fail(const KernelContext& ctx,
   if (!cpu::broadcast_dims(shapes, &out))
     ctx.error(str_cat("cannot broadcast shapes ", cpu::shapes_to_string(shapes)));
   return out;
-}
-
-void check_same_dtype(const KernelContext& ctx, int i, int j) {
-  if (ctx.input(i).dtype() != ctx.input(j).dtype())
-    ctx.error(str_cat("input ", j, " is ", dtype_name(ctx.input(j).dtype()), " but input ", i,
-                      " is ", dtype_name(ctx.input(i).dtype())));
 }
 
 // out[i] = f(a[ia], b[ib]) over the broadcast of a and b onto out.dims(); Out is the storage type
@@ -273,13 +265,7 @@ class ClipKernel : public Kernel {
  public:
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
-    for (int i = 1; i <= 2; ++i) {
-      if (!ctx.has_input(i)) continue;
-      check_same_dtype(ctx, 0, i);
-      if (ctx.input(i).numel() != 1)
-        ctx.error(str_cat("input ", i, (i == 1 ? " (min)" : " (max)"), " must be a scalar, got ",
-                          ctx.input(i).describe()));
-    }
+    check_clip_bounds(ctx);
     cpu::visit_numeric(a.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       using C = compute_t<S>;
@@ -327,12 +313,10 @@ class WhereKernel : public Kernel {
 };
 
 // ---- registration -------------------------------------------------------------------------------
-void add(KernelRegistry& r, const char* op, std::vector<DataType> types, KernelFactory f,
-         int since = kFirstOpset) {
+// Opsets from the op table (kOpTableOpsets).
+void add(KernelRegistry& r, const char* op, std::vector<DataType> types, KernelFactory f) {
   KernelDef d;
   d.op_type = op;
-  d.since_version = since;
-  d.until_version = kLastOpset;
   d.dtypes = std::move(types);
   d.create = std::move(f);
   r.add(std::move(d));
@@ -383,7 +367,7 @@ void register_cpu_elementwise_kernels(KernelRegistry& r) {
     if (approx != "none" && approx != "tanh")
       fail(n.describe(), ": attribute 'approximate' must be 'none' or 'tanh', got '", approx, "'");
     return std::make_unique<UnaryKernel<GeluOp, TS::kFloat>>(GeluOp{approx == "tanh"}, 8);
-  }, 20);
+  });
   add(r, "Clip", kNumericTypes, make<ClipKernel>());
   // Comparisons and logic.
   add(r, "Equal", {}, make<BinaryKernel<EqualOp, TS::kAll, true>>());

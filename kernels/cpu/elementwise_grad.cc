@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "graph/op_table.h"
+#include "kernels/common/checks.h"
 #include "kernels/common/elementwise_grad.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -17,12 +18,6 @@ using cpu::store;
 
 const std::vector<DataType> kFloatTypes = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
                                            DataType::kBFloat16};
-
-void check_like(const KernelContext& ctx, int i, const Tensor& ref, const char* what) {
-  const Tensor& t = ctx.input(i);
-  if (t.dtype() != ref.dtype() || t.dims() != ref.dims())
-    ctx.error(str_cat("input ", i, " (", what, ") is ", t.describe(), ", expected ", ref.describe()));
-}
 
 // dX = F(dY, V) element by element, V the forward input or output the derivative reads.
 template <typename F>

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/common/gemm_params.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
@@ -105,11 +106,7 @@ class MatMulKernel : public Kernel {
 // Gemm: Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to [M, N].
 class GemmKernel : public Kernel {
  public:
-  explicit GemmKernel(const Node& n)
-      : trans_a_(n.attr_i("transA", 0) != 0),
-        trans_b_(n.attr_i("transB", 0) != 0),
-        alpha_(n.attr_f("alpha", 1.0f)),
-        beta_(n.attr_f("beta", 1.0f)) {}
+  explicit GemmKernel(const Node& n) : at_(n) {}
 
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
@@ -121,29 +118,17 @@ class GemmKernel : public Kernel {
   void compute(KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.rank() != 2 || b.rank() != 2)
-      ctx.error(str_cat("Gemm needs 2-D A and B, got ", a.describe(), " and ", b.describe()));
     if (b.dtype() != a.dtype()) ctx.error(str_cat("B has type ", b.describe(), ", A ", a.describe()));
-    const int64_t m = trans_a_ ? a.dim(1) : a.dim(0), k = trans_a_ ? a.dim(0) : a.dim(1);
-    const int64_t kb = trans_b_ ? b.dim(1) : b.dim(0), n = trans_b_ ? b.dim(0) : b.dim(1);
-    if (k != kb)
-      ctx.error(str_cat("inner dimensions differ: A ", a.describe(), (trans_a_ ? " (transA)" : ""),
-                        " vs B ", b.describe(), (trans_b_ ? " (transB)" : "")));
+    const params::GemmDims dims = params::gemm_dims(ctx, a, b, at_.trans_a, at_.trans_b);
+    const int64_t m = dims.m, n = dims.n, k = dims.k;
     Tensor& y = ctx.allocate_output(0, DataTypeOf<T>::value, {m, n});
     if (m == 0 || n == 0) return;
     T* py = y.data<T>();
-    const T alpha = static_cast<T>(alpha_), beta = static_cast<T>(beta_);
+    const T alpha = static_cast<T>(at_.alpha), beta = static_cast<T>(at_.beta);
     T gemm_beta = T(0);
     if (ctx.has_input(2) && beta != T(0)) {
       const Tensor& c = ctx.input(2);
-      if (c.dtype() != a.dtype()) ctx.error(str_cat("C has type ", c.describe(), ", A ", a.describe()));
-      // Unidirectional broadcast of C to [m, n]: C's dims align right and are 1 or equal.
-      int64_t cm = 1, cn = 1;
-      if (c.rank() > 2) ctx.error(str_cat("C ", c.describe(), " has rank > 2"));
-      if (c.rank() >= 1) cn = c.dim(-1);
-      if (c.rank() == 2) cm = c.dim(0);
-      if ((cm != 1 && cm != m) || (cn != 1 && cn != n))
-        ctx.error(str_cat("C ", c.describe(), " does not broadcast to [", m, ",", n, "]"));
+      const auto [cm, cn] = params::check_gemm_c(ctx, c, a, m, n);
       const T* pc = c.data<T>();
       const int64_t rs = cm == 1 ? 0 : cn, cs = cn == 1 ? 0 : 1;
 #pragma omp parallel for schedule(static) if (m * n > 65536)
@@ -151,24 +136,18 @@ class GemmKernel : public Kernel {
         for (int64_t j = 0; j < n; ++j) py[i * n + j] = beta * pc[i * rs + j * cs];
       gemm_beta = T(1);
     }
-    gemm<T>(trans_a_, trans_b_, m, n, k, alpha, a.data<T>(), b.data<T>(), gemm_beta, py);
+    gemm<T>(at_.trans_a, at_.trans_b, m, n, k, alpha, a.data<T>(), b.data<T>(), gemm_beta, py);
   }
 
-  bool trans_a_, trans_b_;
-  float alpha_, beta_;
+  params::GemmAttrs at_;
 };
-
-template <class K>
-KernelFactory factory() {
-  return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n); };
-}
 
 }  // namespace
 
 void register_cpu_matmul_kernels(KernelRegistry& r) {
   const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
-  r.add({"", "MatMul", 9, 1 << 30, DeviceType::kCpu, kFloats, nullptr, factory<MatMulKernel>()});
-  r.add({"", "Gemm", 11, 1 << 30, DeviceType::kCpu, kFloats, nullptr, factory<GemmKernel>()});
+  r.add({.op_type = "MatMul", .dtypes = kFloats, .create = node_kernel<MatMulKernel>()});
+  r.add({.op_type = "Gemm", .dtypes = kFloats, .create = node_kernel<GemmKernel>()});
 }
 
 }  // namespace otter

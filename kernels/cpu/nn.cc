@@ -9,7 +9,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "graph/op_table.h"
+#include "kernels/common/nn_params.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 
 namespace otter {
@@ -20,23 +23,14 @@ constexpr int64_t kParallelWork = 32768;  // elements below which OpenMP is not 
 // Reads a small float tensor (per-channel parameters, any float dtype) as doubles.
 std::vector<double> as_doubles(const Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
-  switch (t.dtype()) {
-    case DataType::kFloat32: std::copy(t.data<float>(), t.data<float>() + t.numel(), v.begin()); break;
-    case DataType::kFloat64: std::copy(t.data<double>(), t.data<double>() + t.numel(), v.begin()); break;
-    default:
-      for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.get_as_double(i);
-  }
+  for (int64_t i = 0; i < t.numel(); ++i) v[i] = t.get_as_double(i);
   return v;
 }
 
-template <typename T>
-void write_as(Tensor& t, const std::vector<double>& v) {
-  T* p = t.data<T>();
-  for (size_t i = 0; i < v.size(); ++i) p[i] = static_cast<T>(v[i]);
-}
-
 void write_doubles(Tensor& t, const std::vector<double>& v) {
-  OTTER_DISPATCH_FLOAT(t.dtype(), T, [&] { write_as<T>(t, v); });
+  OTTER_DISPATCH_FLOAT(t.dtype(), T, [&] {
+    for (size_t i = 0; i < v.size(); ++i) t.data<T>()[i] = static_cast<T>(v[i]);
+  });
 }
 
 // Unidirectional broadcast of a small tensor into `dims` (Scale/B of LayerNormalization).
@@ -91,35 +85,21 @@ struct TypedBuffer {
 // (divisor count - 1) into running_var; an importer of PyTorch training semantics must correct
 // for that (factor count / (count - 1)). Outputs 3 and 4 (saved_mean, saved_var of
 // BatchNormalization-9) are filled with the batch mean and biased variance when requested.
-class BatchNormKernel : public Kernel {
+class BatchNormKernel : public cpu::FloatKernel<BatchNormKernel> {
  public:
   explicit BatchNormKernel(const Node& n)
       : epsilon_(n.attr_f("epsilon", 1e-5f)), momentum_(n.attr_f("momentum", 0.9f)) {
-    if (n.opset() >= 14) {
-      training_ = n.attr_i("training_mode", 0) != 0;
-    } else {
-      for (int i = 1; i < n.num_outputs(); ++i) training_ |= n.output(i) != nullptr;
-    }
-  }
-
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
+    training_ = params::batch_norm_training(n);
   }
 
  private:
+  friend cpu::FloatKernel<BatchNormKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
-    if (x.rank() < 2) ctx.error(str_cat("X must have rank >= 2 (N, C, ...), got ", x.describe()));
-    const int64_t batch = x.dim(0), channels = x.dim(1);
-    const int64_t spatial = channels == 0 || batch == 0 ? 0 : x.numel() / (batch * channels);
-    static const char* kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
-    for (int i = 1; i < 5; ++i) {
-      const Tensor& p = ctx.input(i);
-      if (p.numel() != channels || p.rank() != 1)
-        ctx.error(str_cat("channel mismatch: ", kNames[i], " ", p.describe(), " for X ", x.describe()));
-      if (!is_float(p.dtype())) ctx.error(str_cat(kNames[i], " must be a float tensor, got ", p.describe()));
-    }
+    static const char* const kNames[] = {"X", "scale", "B", "input_mean", "input_var"};
+    const params::BatchNormDims bn = params::check_batch_norm(ctx, x, 1, kNames, training_);
+    const int64_t batch = bn.batch, channels = bn.channels, spatial = bn.spatial;
     const std::vector<double> scale = as_doubles(ctx.input(1)), bias = as_doubles(ctx.input(2));
     const std::vector<double> in_mean = as_doubles(ctx.input(3)), in_var = as_doubles(ctx.input(4));
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
@@ -130,7 +110,6 @@ class BatchNormKernel : public Kernel {
     std::vector<double> mean = in_mean, var = in_var;
     if (training_) {
       const int64_t count = batch * spatial;
-      if (count == 0) ctx.error(str_cat("training-mode statistics need elements per channel, X is ", x.describe()));
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
       for (int64_t c = 0; c < channels; ++c) {
         double s = 0;
@@ -357,30 +336,19 @@ void softmax_strided(const T* x, T* y, int64_t d, int64_t inner, int64_t c0, int
 
 // Softmax / LogSoftmax. Opset >= 13: over the single axis `axis` (default -1). Opsets 11-12: X is
 // coerced to 2-D at `axis` (default 1) and the softmax runs over the flattened trailing part.
-class SoftmaxKernel : public Kernel {
+class SoftmaxKernel : public cpu::FloatKernel<SoftmaxKernel> {
  public:
   SoftmaxKernel(const Node& n, bool log)
       : log_(log), coerce_2d_(n.opset() < 13), axis_(n.attr_i("axis", n.opset() < 13 ? 1 : -1)) {}
 
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<SoftmaxKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
-    const int64_t r = x.rank();
-    const int64_t axis = axis_ < 0 ? axis_ + r : axis_;
-    if (r == 0 || axis < 0 || axis >= r) ctx.error(str_cat("axis ", axis_, " out of range for ", x.describe()));
+    const params::SoftmaxView v = params::resolve_softmax(ctx, x, axis_, coerce_2d_);
+    const int64_t outer = v.outer, d = v.d, inner = v.inner;
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
-    int64_t outer = 1, d = x.dim(axis), inner = 1;
-    for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
-    for (int64_t i = axis + 1; i < r; ++i) inner *= x.dim(i);
-    if (coerce_2d_) {
-      d *= inner;
-      inner = 1;
-    }
     if (x.numel() == 0) return;
     const T* px = x.data<T>();
     T* py = y.data<T>();
@@ -408,17 +376,14 @@ class SoftmaxKernel : public Kernel {
 // output = data * mask / (1 - ratio) in training mode, identity otherwise (mask all true). The
 // generator: the node's own mt19937_64 seeded with `seed` when that attribute is set (advancing from
 // run to run), else the executor's (ctx.rng), else an own one seeded with 0.
-class DropoutKernel : public Kernel {
+class DropoutKernel : public cpu::FloatKernel<DropoutKernel> {
  public:
   explicit DropoutKernel(const Node& n) : has_seed_(n.has_attr("seed")), own_(0) {
     if (has_seed_) own_.seed(static_cast<uint64_t>(n.attr_i("seed", 0)));
   }
 
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<DropoutKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
@@ -541,17 +506,7 @@ class LossKernel : public Kernel {
       const int64_t label = static_cast<int64_t>(pl[p]);
       double lp = 0;  // log-probability of the label
       if (softmax_) {
-        T mx = -std::numeric_limits<T>::infinity();
-        for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
-        if (std::isinf(mx) && mx < 0) mx = 0;
-        double sum = 0;
-        for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
-        const double ls = std::log(sum);
-        if (plogp) {
-          T* lps = plogp + nb * classes * inner + d;
-          for (int64_t c = 0; c < classes; ++c) lps[c * inner] = static_cast<T>((xs[c * inner] - mx) - ls);
-        }
-        if (label >= 0 && label < classes) lp = static_cast<double>(xs[label * inner] - mx) - ls;
+        lp = log_softmax_at(xs, classes, inner, label, plogp ? plogp + nb * classes * inner + d : nullptr);
       } else if (label >= 0 && label < classes) {
         lp = static_cast<double>(xs[label * inner]);
       }
@@ -577,18 +532,40 @@ class LossKernel : public Kernel {
                         " is out of range [0, ", classes, ")",
                         has_ignore_ ? str_cat(" and is not ignore_index ", ignore_) : std::string()));
     }
+    write_loss<T>(ctx, x.dtype(), ldims);
+  }
+
+  // The log-softmax of the label at one position (class c at xs[c * inner]), 0 for a label out of
+  // range; with `lps`, the whole log-softmax column is written there (same layout).
+  template <typename T>
+  static double log_softmax_at(const T* xs, int64_t classes, int64_t inner, int64_t label, T* lps) {
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
+    if (std::isinf(mx) && mx < 0) mx = 0;
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
+    const double ls = std::log(sum);
+    if (lps)
+      for (int64_t c = 0; c < classes; ++c) lps[c * inner] = static_cast<T>((xs[c * inner] - mx) - ls);
+    return label >= 0 && label < classes ? static_cast<double>(xs[label * inner] - mx) - ls : 0.0;
+  }
+
+  // Output 0 from the per-position losses and weights: as they are (reduction none, of dims
+  // `ldims`), or their sum or weighted mean (summed in order: the same for any thread count).
+  template <typename T>
+  void write_loss(KernelContext& ctx, DataType t, const std::vector<int64_t>& ldims) {
+    const int64_t positions = static_cast<int64_t>(loss_.size());
     if (reduction_ == Reduction::kNone) {
-      Tensor& out = ctx.allocate_output(0, x.dtype(), ldims);
-      T* po = out.data<T>();
+      T* po = ctx.allocate_output(0, t, ldims).data<T>();
       for (int64_t p = 0; p < positions; ++p) po[p] = static_cast<T>(loss_[p]);
       return;
     }
-    double total = 0, wtotal = 0;  // sequential: the same sum for any thread count
+    double total = 0, wtotal = 0;
     for (int64_t p = 0; p < positions; ++p) {
       total += loss_[p];
       wtotal += wsum_[p];
     }
-    Tensor& out = ctx.allocate_output(0, x.dtype(), {});
+    Tensor& out = ctx.allocate_output(0, t, {});
     out.data<T>()[0] = static_cast<T>(reduction_ == Reduction::kSum ? total : total / wtotal);
   }
 
@@ -599,24 +576,23 @@ class LossKernel : public Kernel {
   std::vector<double> loss_, wsum_;
 };
 
-template <class K, class... Args>
-KernelFactory factory(Args... args) {
-  return [=](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n, args...); };
-}
-
 }  // namespace
 
 void register_cpu_nn_kernels(KernelRegistry& r) {
   const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
-  constexpr int kMax = 1 << 30;
-  r.add({"", "BatchNormalization", 9, kMax, DeviceType::kCpu, kFloats, nullptr, factory<BatchNormKernel>()});
-  r.add({"", "LayerNormalization", 17, kMax, DeviceType::kCpu, kFloats, nullptr, factory<LayerNormKernel>()});
-  r.add({"", "Softmax", 11, kMax, DeviceType::kCpu, kFloats, nullptr, factory<SoftmaxKernel>(false)});
-  r.add({"", "LogSoftmax", 11, kMax, DeviceType::kCpu, kFloats, nullptr, factory<SoftmaxKernel>(true)});
-  r.add({"", "Dropout", 12, kMax, DeviceType::kCpu, kFloats, nullptr, factory<DropoutKernel>()});
-  r.add({"", "SoftmaxCrossEntropyLoss", 12, kMax, DeviceType::kCpu, kFloats, nullptr, factory<LossKernel>(true)});
-  r.add({"", "NegativeLogLikelihoodLoss", 12, kMax, DeviceType::kCpu, kFloats, nullptr,
-         factory<LossKernel>(false)});
+  r.add({.op_type = "BatchNormalization", .dtypes = kFloats, .create = node_kernel<BatchNormKernel>()});
+  r.add({.op_type = "LayerNormalization", .dtypes = kFloats, .create = node_kernel<LayerNormKernel>()});
+  // Softmax and LogSoftmax also run their opset-11 form (2-D coercion) for direct kernel use,
+  // below the op table's range (13): the one kernel range that is not the table's.
+  for (bool log : {false, true})
+    r.add({.op_type = log ? "LogSoftmax" : "Softmax",
+           .since_version = params::kSoftmaxKernelSince,
+           .until_version = kMaxOnnxOpset,
+           .dtypes = kFloats,
+           .create = node_kernel<SoftmaxKernel>(log)});
+  r.add({.op_type = "Dropout", .dtypes = kFloats, .create = node_kernel<DropoutKernel>()});
+  r.add({.op_type = "SoftmaxCrossEntropyLoss", .dtypes = kFloats, .create = node_kernel<LossKernel>(true)});
+  r.add({.op_type = "NegativeLogLikelihoodLoss", .dtypes = kFloats, .create = node_kernel<LossKernel>(false)});
 }
 
 }  // namespace otter

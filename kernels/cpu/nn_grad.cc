@@ -11,20 +11,17 @@
 #include <vector>
 
 #include "graph/op_table.h"
+#include "kernels/common/checks.h"
+#include "kernels/common/nn_params.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 
 namespace otter {
 namespace {
 
 constexpr int64_t kParallelWork = 32768;
-
-void check_same(const KernelContext& ctx, int i, const Tensor& ref, const char* what) {
-  const Tensor& t = ctx.input(i);
-  if (t.dtype() != ref.dtype() || t.dims() != ref.dims())
-    ctx.error(str_cat(what, " ", t.describe(), " must match dY ", ref.describe()));
-}
 
 // [outer, d, inner] view of a tensor around `axis`.
 struct AxisView {
@@ -44,14 +41,11 @@ AxisView axis_view(const KernelContext& ctx, const Tensor& t, int64_t axis) {
 // ---- SoftmaxGrad / LogSoftmaxGrad ------------------------------------------------------------------
 // Softmax:    dX = Y * (dY - sum(dY * Y))      LogSoftmax: dX = dY - exp(Y) * sum(dY)
 // with the sums along the axis; one column (outer, inner position) at a time.
-class SoftmaxGradKernel : public Kernel {
+class SoftmaxGradKernel : public cpu::FloatKernel<SoftmaxGradKernel> {
  public:
   SoftmaxGradKernel(const Node& n, bool log) : log_(log), axis_(n.attr_i("axis", -1)) {}
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<SoftmaxGradKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& dy = ctx.input(0);
@@ -213,30 +207,22 @@ class LossGradKernel : public Kernel {
 //   training (batch statistics, differentiated through): dX = scale * inv / M * (M dy - dB - xhat dScale)
 //   inference (given statistics): dX = scale * inv * dy, dMean = -scale * inv * dB,
 //                                 dVar = -0.5 * scale * inv^2 * dScale
-class BatchNormGradKernel : public Kernel {
+class BatchNormGradKernel : public cpu::FloatKernel<BatchNormGradKernel> {
  public:
   explicit BatchNormGradKernel(const Node& n)
       : epsilon_(n.attr_f("epsilon", 1e-5f)), training_(n.attr_i("training_mode", 1) != 0) {}
 
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<BatchNormGradKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& dy = ctx.input(0);
     check_same(ctx, 1, dy, "X");
     const Tensor& x = ctx.input(1);
-    if (x.rank() < 2) ctx.error(str_cat("X must have rank >= 2, got ", x.describe()));
-    const int64_t batch = x.dim(0), channels = x.dim(1);
-    const int64_t spatial = batch * channels == 0 ? 0 : x.numel() / (batch * channels);
-    for (int i = 2; i < 5; ++i)
-      if (ctx.input(i).numel() != channels || !is_float(ctx.input(i).dtype()))
-        ctx.error(str_cat("input ", i, " ", ctx.input(i).describe(), " must be a float tensor of ", channels,
-                          " channels"));
-    const double m = static_cast<double>(batch * spatial);
-    if (training_ && m == 0) ctx.error(str_cat("training-mode statistics need elements per channel, X is ", x.describe()));
+    static const char* const kNames[] = {"dY", "X", "scale", "mean", "var"};
+    const params::BatchNormDims bn = params::check_batch_norm(ctx, x, 2, kNames, training_);
+    const int64_t batch = bn.batch, channels = bn.channels, spatial = bn.spatial;
+    const double m = bn.count();
     const T* px = x.data<T>();
     const T* pg = dy.data<T>();
     T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
@@ -305,15 +291,12 @@ class BatchNormGradKernel : public Kernel {
 // xhat = (x - mean) * inv and g = dy * scale:
 //   dX = inv * (g - mean(g) - xhat * mean(g * xhat)),  dScale += dy * xhat,  dB += dy
 // dScale and dB have the normalised shape; rows run in parallel with per-thread partial sums.
-class LayerNormGradKernel : public Kernel {
+class LayerNormGradKernel : public cpu::FloatKernel<LayerNormGradKernel> {
  public:
   explicit LayerNormGradKernel(const Node& n) : axis_(n.attr_i("axis", -1)), epsilon_(n.attr_f("epsilon", 1e-5f)) {}
 
-  void run(KernelContext& ctx) override {
-    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
-  }
-
  private:
+  friend cpu::FloatKernel<LayerNormGradKernel>;
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& dy = ctx.input(0);
@@ -386,24 +369,19 @@ class LayerNormGradKernel : public Kernel {
   float epsilon_;
 };
 
-template <class K, class... Args>
-KernelFactory factory(Args... args) {
-  return [=](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n, args...); };
-}
-
 }  // namespace
 
 void register_cpu_nn_grad_kernels(KernelRegistry& r) {
   const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
   auto add = [&](const char* op, KernelFactory f) {
-    r.add({kOtterDomain, op, 1, 1, DeviceType::kCpu, kFloats, nullptr, std::move(f)});
+    r.add({.domain = kOtterDomain, .op_type = op, .dtypes = kFloats, .create = std::move(f)});
   };
-  add("SoftmaxGrad", factory<SoftmaxGradKernel>(false));
-  add("LogSoftmaxGrad", factory<SoftmaxGradKernel>(true));
-  add("SoftmaxCrossEntropyLossGrad", factory<LossGradKernel>(true));
-  add("NegativeLogLikelihoodLossGrad", factory<LossGradKernel>(false));
-  add("BatchNormalizationGrad", factory<BatchNormGradKernel>());
-  add("LayerNormalizationGrad", factory<LayerNormGradKernel>());
+  add("SoftmaxGrad", node_kernel<SoftmaxGradKernel>(false));
+  add("LogSoftmaxGrad", node_kernel<SoftmaxGradKernel>(true));
+  add("SoftmaxCrossEntropyLossGrad", node_kernel<LossGradKernel>(true));
+  add("NegativeLogLikelihoodLossGrad", node_kernel<LossGradKernel>(false));
+  add("BatchNormalizationGrad", node_kernel<BatchNormGradKernel>());
+  add("LayerNormalizationGrad", node_kernel<LayerNormGradKernel>());
 }
 
 }  // namespace otter

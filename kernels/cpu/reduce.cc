@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/op_table.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -232,22 +233,23 @@ class ReduceKernel : public Kernel {
   std::vector<int64_t> axes_;
 };
 
-// Registers op for opsets 13..21; axes move from an attribute to an input at `axes_input_since`.
+// Registers one kernel per op-table definition of op, over its opsets; axes move from an
+// attribute to an input at `axes_input_since`.
 void add(KernelRegistry& r, const char* op, ReduceKind kind, std::vector<DataType> types,
          int axes_input_since) {
-  auto def = [&](int since, int until, bool axes_input) {
+  for (const OpDef* o : OpTable::instance().all()) {
+    if (!o->domain.empty() || o->op_type != op) continue;
+    const bool axes_input = o->since_version >= axes_input_since;
     KernelDef d;
     d.op_type = op;
-    d.since_version = since;
-    d.until_version = until;
+    d.since_version = o->since_version;
+    d.until_version = o->until_version;
     d.dtypes = types;
     d.create = [kind, axes_input](const Node& n) -> std::unique_ptr<Kernel> {
       return std::make_unique<ReduceKernel>(n, kind, axes_input);
     };
     r.add(std::move(d));
-  };
-  if (axes_input_since > 13) def(13, axes_input_since - 1, false);
-  def(axes_input_since, 21, true);
+  }
 }
 
 }  // namespace

@@ -114,20 +114,10 @@ class PadGradKernel : public Kernel {
     const Tensor& dy = ctx.input(0);
     const int64_t r = dx.rank();
     const std::vector<int64_t>& xd = dx.dims();
-    std::vector<int64_t> pads = int_input(ctx, 2, "pads"), axes;
-    if (ctx.has_input(3)) {
-      for (int64_t a : int_input(ctx, 3, "axes")) axes.push_back(normalize_axis(ctx, a, r));
-    } else {
-      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-    }
-    const size_t na = axes.size();
-    if (pads.size() != 2 * na)
-      ctx.error(str_cat("pads ", dims_to_string(pads), " must have 2 entries per padded axis (", na, ")"));
-    std::vector<int64_t> lo(static_cast<size_t>(r), 0), od = xd;
-    for (size_t i = 0; i < na; ++i) {
-      lo[axes[i]] = pads[i];
-      od[axes[i]] = xd[axes[i]] + pads[i] + pads[i + na];
-    }
+    const params::PadSpec p =
+        params::resolve_pad(ctx, dx, int_input(ctx, 2, "pads"), cpu::optional_int_input(ctx, 3, "axes"), mode_);
+    const std::vector<int64_t>& lo = p.lo;
+    const std::vector<int64_t>& od = p.out_dims;
     check_dy(ctx, od);
     if (dy.numel() == 0 || dx.numel() == 0) return;
     if (r == 0) return add_scalar(dy, dx);
@@ -167,18 +157,14 @@ class PadGradKernel : public Kernel {
   PadMode mode_;
 };
 
-template <class K>
-KernelFactory make() {
-  return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n); };
-}
-
 }  // namespace
 
 void register_cpu_shape_grad_kernels(KernelRegistry& r) {
   const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
-  r.add({kOtterDomain, "SliceGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr, make<SliceGradKernel>()});
-  r.add({kOtterDomain, "GatherGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr, make<GatherGradKernel>()});
-  r.add({kOtterDomain, "PadGrad", 1, 1, DeviceType::kCpu, kFloats, nullptr, make<PadGradKernel>()});
+  for (auto [op, create] : {std::pair{"SliceGrad", node_kernel<SliceGradKernel>()},
+                            std::pair{"GatherGrad", node_kernel<GatherGradKernel>()},
+                            std::pair{"PadGrad", node_kernel<PadGradKernel>()}})
+    r.add({.domain = kOtterDomain, .op_type = op, .dtypes = kFloats, .create = create});
 }
 
 }  // namespace otter

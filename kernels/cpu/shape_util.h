@@ -2,6 +2,7 @@
 // input reading, strided row iteration, Slice's resolved view and Pad's mode.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,21 @@ inline std::vector<int64_t> int_input(const KernelContext& ctx, int i, const cha
   if (t.dtype() != DataType::kInt64 && t.dtype() != DataType::kInt32)
     ctx.error(str_cat("input ", i, " (", name, ") must be int64 or int32, got ", t.describe()));
   return t.to_int64_vector();
+}
+
+// Registers a kernel for op over the op table's opsets, for any dtype (the shape kernels move
+// bytes).
+inline void add_any_type(KernelRegistry& r, const char* op, KernelFactory f) {
+  KernelDef d;
+  d.op_type = op;
+  d.create = std::move(f);
+  r.add(std::move(d));
+}
+
+// int_input of an optional input: nullopt where it is absent.
+inline std::optional<std::vector<int64_t>> optional_int_input(const KernelContext& ctx, int i, const char* name) {
+  if (!ctx.has_input(i)) return std::nullopt;
+  return int_input(ctx, i, name);
 }
 
 // Calls fn(row, in_offset) for every output row (all dims but the last) of a strided view:

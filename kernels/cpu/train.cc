@@ -5,6 +5,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/common/checks.h"
 #include "kernels/common/half.h"
 #include "kernels/common/optim.h"
 #include "kernels/cpu/broadcast.h"
@@ -96,11 +97,9 @@ void sum_to_shape_kernel(KernelContext& ctx) {
 
 // acc (+)= g; the output shares acc's buffer.
 void accumulate_kernel(KernelContext& ctx) {
+  Tensor out = accumulator_output(ctx);
   const Tensor& acc = ctx.input(0);
   const Tensor& g = ctx.input(1);
-  if (g.dims() != acc.dims()) ctx.error(str_cat("gradient ", g.describe(), " does not match accumulator ", acc.describe()));
-  ctx.alias_output(0, acc, acc.dims());
-  Tensor out = acc;
   const int64_t n = acc.numel();
   const bool first = ctx.first_micro_step;
   for_float(acc.dtype(), [&](auto tag_) {

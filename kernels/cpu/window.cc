@@ -5,16 +5,9 @@ namespace otter::cpu {
 
 Pool3 make_pool3(const Geometry& g) {
   Pool3 p;
-  const int shift = 3 - g.nsp;
+  static_cast<window::Window3&>(p) = window::to_3d(g);
   for (int j = 0; j < 3; ++j) {
-    const int src = j - shift;
-    const bool real = src >= 0;
-    p.in[j] = real ? g.in[src] : 1;
-    p.out[j] = real ? g.out[src] : 1;
-    p.s[j] = real ? g.s[src] : 1;
-    p.d[j] = real ? g.d[src] : 1;
-    p.pb[j] = real ? g.pb[src] : 0;
-    const int64_t k = real ? g.k[src] : 1, pe = real ? g.pe[src] : 0;
+    const int64_t k = p.k[j], pe = p.pe[j];
     p.klo[j].resize(p.out[j]);
     p.khi[j].resize(p.out[j]);
     p.cnt_pad[j].resize(p.out[j]);

@@ -267,8 +267,7 @@ class Scratch {
 
 // Pooling geometry padded to three spatial axes (leading axes of size 1), with per-axis tables of
 // the valid kernel positions for each output position.
-struct Pool3 {
-  int64_t in[3], out[3], s[3], d[3], pb[3];
+struct Pool3 : window::Window3 {
   std::vector<int64_t> klo[3], khi[3], cnt_pad[3];  // valid k range; k count inside the padded extent
 };
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "graph/element.h"
 #include "kernels/common/convert.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cuda/indexer.h"
@@ -43,20 +44,7 @@ inline unsigned blocks_for(int64_t items) {
 namespace otter::cuda {
 
 // Element i of an array of runtime dtype t as double / float (any numeric or bool dtype).
-__device__ inline double load_as_double(const void* p, DataType t, int64_t i) {
-  switch (t) {
-    case DataType::kFloat32: return static_cast<const float*>(p)[i];
-    case DataType::kFloat64: return static_cast<const double*>(p)[i];
-    case DataType::kFloat16: return half_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DataType::kBFloat16: return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case DataType::kInt32: return static_cast<const int32_t*>(p)[i];
-    case DataType::kInt8: return static_cast<const int8_t*>(p)[i];
-    case DataType::kUInt8: return static_cast<const uint8_t*>(p)[i];
-    case DataType::kBool: return static_cast<const bool*>(p)[i] ? 1.0 : 0.0;
-    default: return 0.0;
-  }
-}
+__device__ inline double load_as_double(const void* p, DataType t, int64_t i) { return element_as_double(p, t, i); }
 __device__ inline float load_as_float(const void* p, DataType t, int64_t i) {
   switch (t) {
     case DataType::kFloat32: return static_cast<const float*>(p)[i];

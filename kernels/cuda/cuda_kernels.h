@@ -12,12 +12,15 @@ namespace otter::cuda {
 KernelFactory elementwise_kernel(const std::string& op);  // elementwise.cu
 KernelFactory reduce_kernel(const std::string& op);       // reduce.cu
 KernelFactory shape_kernel(const std::string& op);        // shape.cu
-KernelFactory host_kernel(const std::string& op);         // host_ops.cc: views and host-computed ops
+KernelFactory shape_grad_kernel(const std::string& op);   // shape_grad.cu: SliceGrad, GatherGrad, PadGrad
+// host_ops.cc: views and host-computed ops, running the CPU kernels of `cpu` on host data.
+KernelFactory host_kernel(const std::string& op, const KernelRegistry& cpu);
 KernelFactory matmul_kernel(const std::string& op);       // matmul.cu: cuBLASLt
 KernelFactory conv_kernel(const std::string& op);         // conv.cu: cuDNN
 std::string conv_supports(const Node& n);                  // conv.cu: what cuDNN cannot serve
 KernelFactory pool_kernel(const std::string& op);         // pool.cu
-KernelFactory nn_kernel(const std::string& op);           // nn.cu: norms, softmax, dropout, losses
+KernelFactory nn_kernel(const std::string& op);           // nn.cu: normalisations, dropout
+KernelFactory softmax_loss_kernel(const std::string& op);  // softmax_loss.cu: softmax, losses
 KernelFactory train_kernel(const std::string& op);        // train.cu: accumulation, optimizers, scaler
 
 // Launch helpers one family lends the others (all on ctx's stream).

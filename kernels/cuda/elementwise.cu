@@ -278,13 +278,7 @@ class ClipKernel : public Kernel {
   explicit ClipKernel(const Node&) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    for (int i = 1; i <= 2; ++i) {
-      if (!ctx.has_input(i)) continue;
-      check_same_dtype(ctx, 0, i);
-      if (ctx.input(i).numel() != 1)
-        ctx.error(str_cat("input ", i, (i == 1 ? " (min)" : " (max)"), " must be a scalar, got ",
-                          ctx.input(i).describe()));
-    }
+    check_clip_bounds(ctx);
     dispatch_numeric(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       using C = compute_type<S>;
@@ -331,12 +325,6 @@ class WhereKernel : public Kernel {
 };
 
 // ---- gradients (ai.otter) ----------------------------------------------------------------------
-
-void check_like(const KernelContext& ctx, int i, const Tensor& ref, const char* what) {
-  const Tensor& t = ctx.input(i);
-  if (t.dtype() != ref.dtype() || t.dims() != ref.dims())
-    ctx.error(str_cat("input ", i, " (", what, ") is ", t.describe(), ", expected ", ref.describe()));
-}
 
 // dX = F(dY, V) element by element, V the forward input or output the derivative reads.
 template <typename F>

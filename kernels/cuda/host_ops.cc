@@ -11,9 +11,9 @@
 namespace otter::cuda {
 namespace {
 
-std::unique_ptr<Kernel> cpu_kernel_for(const Node& n) {
+std::unique_ptr<Kernel> cpu_kernel_for(const Node& n, const KernelRegistry& cpu) {
   std::string why;
-  const KernelDef* def = KernelRegistry::instance().find(n, DeviceType::kCpu, &why);
+  const KernelDef* def = cpu.find(n, DeviceType::kCpu, &why);
   if (!def) fail(n.describe(), ": ", why);
   return def->create(n);
 }
@@ -24,8 +24,8 @@ std::unique_ptr<Kernel> cpu_kernel_for(const Node& n) {
 // only alias its device input (a view).
 class HostLogicKernel : public Kernel {
  public:
-  HostLogicKernel(const Node& n, std::vector<int> host_inputs, bool upload)
-      : cpu_(cpu_kernel_for(n)), host_inputs_(std::move(host_inputs)), upload_(upload) {}
+  HostLogicKernel(const Node& n, const KernelRegistry& cpu, std::vector<int> host_inputs, bool upload)
+      : cpu_(cpu_kernel_for(n, cpu)), host_inputs_(std::move(host_inputs)), upload_(upload) {}
 
   void run(KernelContext& ctx) override {
     const int ni = ctx.num_inputs(), no = ctx.num_outputs();
@@ -64,21 +64,21 @@ class HostLogicKernel : public Kernel {
   bool upload_;
 };
 
-KernelFactory host_logic(std::vector<int> host_inputs, bool upload) {
-  return [host_inputs, upload](const Node& n) -> std::unique_ptr<Kernel> {
-    return std::make_unique<HostLogicKernel>(n, host_inputs, upload);
+KernelFactory host_logic(const KernelRegistry& cpu, std::vector<int> host_inputs, bool upload) {
+  return [&cpu, host_inputs, upload](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<HostLogicKernel>(n, cpu, host_inputs, upload);
   };
 }
 
 }  // namespace
 
-KernelFactory host_kernel(const std::string& op) {
+KernelFactory host_kernel(const std::string& op, const KernelRegistry& cpu) {
   // Views: the shape-like input (index 1) is read on the host.
-  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") return host_logic({1}, false);
-  if (op == "Flatten" || op == "Identity") return host_logic({}, false);
+  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") return host_logic(cpu, {1}, false);
+  if (op == "Flatten" || op == "Identity") return host_logic(cpu, {}, false);
   // Outputs computed on the host: Shape and Size read only the input's dims.
-  if (op == "Shape" || op == "Size" || op == "Constant") return host_logic({}, true);
-  if (op == "Range") return host_logic({0, 1, 2}, true);
+  if (op == "Shape" || op == "Size" || op == "Constant") return host_logic(cpu, {}, true);
+  if (op == "Range") return host_logic(cpu, {0, 1, 2}, true);
   fail("host_kernel: no CUDA kernel for ", op);
 }
 

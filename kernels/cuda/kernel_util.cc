@@ -40,10 +40,4 @@ int ErrorReporter::id(CudaDevice& d) {
   return id_;
 }
 
-void check_same_dtype(const KernelContext& ctx, int i, int j) {
-  if (ctx.input(i).dtype() != ctx.input(j).dtype())
-    ctx.error(str_cat("input ", j, " is ", dtype_name(ctx.input(j).dtype()), " but input ", i, " is ",
-                      dtype_name(ctx.input(i).dtype())));
-}
-
 }  // namespace otter::cuda

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "graph/dtype.h"
+#include "kernels/common/checks.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/kernel.h"
@@ -65,6 +67,11 @@ inline cudaStream_t stream_of(const KernelContext& ctx) { return device_of(ctx).
 Tensor host_tensor(const KernelContext& ctx, int i);
 // The int32/int64 contents of input i (Reshape's shape, Slice's starts), read on the host.
 std::vector<int64_t> host_ints(const KernelContext& ctx, int i, const char* what);
+// host_ints of an optional input: nullopt where it is absent.
+inline std::optional<std::vector<int64_t>> optional_host_ints(const KernelContext& ctx, int i, const char* what) {
+  if (!ctx.has_input(i)) return std::nullopt;
+  return host_ints(ctx, i, what);
+}
 // Element 0 of input i as a double, read on the host.
 double host_scalar(const KernelContext& ctx, int i, const char* what);
 
@@ -82,7 +89,5 @@ class ErrorReporter {
   int id_ = -1;
 };
 
-// Checks the dtypes of inputs i and j agree.
-void check_same_dtype(const KernelContext& ctx, int i, int j);
 
 }  // namespace otter::cuda

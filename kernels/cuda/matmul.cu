@@ -10,6 +10,7 @@
 #include <map>
 #include <tuple>
 
+#include "kernels/common/gemm_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -260,56 +261,43 @@ class MatMulKernel : public Kernel {
 
 // ---- Gemm --------------------------------------------------------------------------------------
 
-void gemm_dims(const KernelContext& ctx, const Tensor& a, const Tensor& b, bool ta, bool tb, int64_t& m, int64_t& n,
-               int64_t& k) {
-  if (a.rank() != 2 || b.rank() != 2)
-    ctx.error(str_cat("operands must be 2-D, got ", a.describe(), " and ", b.describe()));
-  m = ta ? a.dim(1) : a.dim(0);
-  k = ta ? a.dim(0) : a.dim(1);
-  const int64_t kb = tb ? b.dim(1) : b.dim(0);
-  n = tb ? b.dim(0) : b.dim(1);
-  if (k != kb)
-    ctx.error(str_cat("inner dimensions differ: A ", a.describe(), (ta ? " (transA)" : ""), " vs B ", b.describe(),
-                      (tb ? " (transB)" : "")));
+// The call D = alpha op(A) op(B) into `d` (of dtype cd): no C, no bias yet.
+GemmCall gemm_call(const params::GemmAttrs& at, const params::GemmDims& dims, const Tensor& a, const Tensor& b,
+                   DataType cd, Tensor& d) {
+  GemmCall g;
+  g.trans_a = at.trans_a;
+  g.trans_b = at.trans_b;
+  g.m = dims.m;
+  g.n = dims.n;
+  g.k = dims.k;
+  g.ab = a.dtype();
+  g.cd = cd;
+  g.a = a.raw();
+  g.b = b.raw();
+  g.d = d.raw();
+  g.alpha = at.alpha;
+  return g;
 }
 
 // Y = alpha * op(A) * op(B) + beta * C, C unidirectionally broadcast to [M, N].
 class GemmKernel : public Kernel {
  public:
-  explicit GemmKernel(const Node& n)
-      : trans_a_(n.attr_i("transA", 0) != 0),
-        trans_b_(n.attr_i("transB", 0) != 0),
-        alpha_(n.attr_f("alpha", 1.0f)),
-        beta_(n.attr_f("beta", 1.0f)) {}
+  explicit GemmKernel(const Node& n) : at_(n) {}
 
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     if (b.dtype() != a.dtype()) ctx.error(str_cat("B has type ", b.describe(), ", A ", a.describe()));
-    int64_t m, n, k;
-    gemm_dims(ctx, a, b, trans_a_, trans_b_, m, n, k);
+    const params::GemmDims dims = params::gemm_dims(ctx, a, b, at_.trans_a, at_.trans_b);
+    const int64_t m = dims.m, n = dims.n, k = dims.k;
     Tensor& y = ctx.allocate_output(0, a.dtype(), {m, n});
     if (m == 0 || n == 0) return;
-    GemmCall g;
-    g.trans_a = trans_a_;
-    g.trans_b = trans_b_;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.ab = g.cd = a.dtype();
-    g.a = a.raw();
-    g.b = b.raw();
-    g.d = y.raw();
-    g.alpha = alpha_;
-    const bool with_c = ctx.has_input(2) && beta_ != 0.f;
+    GemmCall g = gemm_call(at_, dims, a, b, a.dtype(), y);
+    const bool with_c = ctx.has_input(2) && at_.beta != 0.f;
     if (with_c) {
       const Tensor& c = ctx.input(2);
-      if (c.dtype() != a.dtype()) ctx.error(str_cat("C has type ", c.describe(), ", A ", a.describe()));
-      if (c.rank() > 2) ctx.error(str_cat("C ", c.describe(), " has rank > 2"));
-      const int64_t cn = c.rank() >= 1 ? c.dim(-1) : 1, cm = c.rank() == 2 ? c.dim(0) : 1;
-      if ((cm != 1 && cm != m) || (cn != 1 && cn != n))
-        ctx.error(str_cat("C ", c.describe(), " does not broadcast to [", m, ",", n, "]"));
-      if (cm == 1 && cn == n && beta_ == 1.f && k > 0) {
+      const params::GemmC cs = params::check_gemm_c(ctx, c, a, m, n);
+      if (cs.cm == 1 && cs.cn == n && at_.beta == 1.f && k > 0) {
         g.bias = c.raw();  // a row vector added to every row: the bias epilogue
       } else {
         write_beta_c(ctx, c, y);
@@ -331,13 +319,12 @@ class GemmKernel : public Kernel {
     dispatch_float(y.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       scaled_broadcast_kernel<S><<<grid_for(y.numel()), kBlock, 0, stream_of(ctx)>>>(
-          y.numel(), static_cast<const S*>(c.raw()), static_cast<S*>(y.raw()), ix, beta_);
+          y.numel(), static_cast<const S*>(c.raw()), static_cast<S*>(y.raw()), ix, at_.beta);
       OTTER_CUDA_LAUNCH_CHECK();
     });
   }
 
-  bool trans_a_, trans_b_;
-  float alpha_, beta_;
+  params::GemmAttrs at_;
   Gemm gemm_;
 };
 
@@ -348,8 +335,7 @@ class GemmKernel : public Kernel {
 // accumulator.
 class GemmAccumulateKernel : public Kernel {
  public:
-  explicit GemmAccumulateKernel(const Node& n)
-      : trans_a_(n.attr_i("transA", 0) != 0), trans_b_(n.attr_i("transB", 0) != 0), alpha_(n.attr_f("alpha", 1.0f)) {}
+  explicit GemmAccumulateKernel(const Node& n) : at_(n) {}
 
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
@@ -357,9 +343,10 @@ class GemmAccumulateKernel : public Kernel {
     const Tensor& acc = ctx.input(2);
     if (a.dtype() != b.dtype()) ctx.error(str_cat("operands differ in type: ", a.describe(), " and ", b.describe()));
     if (acc.dtype() != a.dtype() && acc.dtype() != DataType::kFloat32)
-      ctx.error(str_cat("accumulator ", acc.describe(), " must be f32 or of the operands' type ", dtype_name(a.dtype())));
-    int64_t m, n, k;
-    gemm_dims(ctx, a, b, trans_a_, trans_b_, m, n, k);
+      ctx.error(
+          str_cat("accumulator ", acc.describe(), " must be f32 or of the operands' type ", dtype_name(a.dtype())));
+    const params::GemmDims dims = params::gemm_dims(ctx, a, b, at_.trans_a, at_.trans_b);
+    const int64_t m = dims.m, n = dims.n, k = dims.k;
     if (acc.dims() != std::vector<int64_t>{m, n})
       ctx.error(str_cat("shapes ", a.describe(), " x ", b.describe(), " do not fit accumulator ", acc.describe()));
     ctx.alias_output(0, acc, acc.dims());
@@ -369,26 +356,14 @@ class GemmAccumulateKernel : public Kernel {
       if (ctx.first_micro_step) zero(ctx, out);
       return;
     }
-    GemmCall g;
-    g.trans_a = trans_a_;
-    g.trans_b = trans_b_;
-    g.m = m;
-    g.n = n;
-    g.k = k;
-    g.ab = a.dtype();
-    g.cd = acc.dtype();
-    g.a = a.raw();
-    g.b = b.raw();
+    GemmCall g = gemm_call(at_, dims, a, b, acc.dtype(), out);
     g.c = out.raw();
-    g.d = out.raw();
-    g.alpha = alpha_;
     g.beta = ctx.first_micro_step ? 0.f : 1.f;
     gemm_.run(device_of(ctx), g);
   }
 
  private:
-  bool trans_a_, trans_b_;
-  float alpha_;
+  params::GemmAttrs at_;
   Gemm gemm_;
 };
 

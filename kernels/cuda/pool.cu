@@ -15,8 +15,7 @@ using window::ceil_div;
 using window::floor_div;
 
 // Spatial geometry padded to three axes (leading axes of size 1).
-struct PoolGeometry {
-  int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+struct PoolGeometry : window::Window3 {
   int64_t in_plane, out_plane;
 };
 
@@ -92,18 +91,7 @@ __global__ void avg_pool_kernel(int64_t n, const S* x, S* y, PoolGeometry g, boo
 
 PoolGeometry pool_geometry(const window::Geometry& g) {
   PoolGeometry p{};
-  const int shift = 3 - g.nsp;
-  for (int j = 0; j < 3; ++j) {
-    const int src = j - shift;
-    const bool real = src >= 0;
-    p.in[j] = real ? g.in[src] : 1;
-    p.out[j] = real ? g.out[src] : 1;
-    p.k[j] = real ? g.k[src] : 1;
-    p.s[j] = real ? g.s[src] : 1;
-    p.d[j] = real ? g.d[src] : 1;
-    p.pb[j] = real ? g.pb[src] : 0;
-    p.pe[j] = real ? g.pe[src] : 0;
-  }
+  static_cast<window::Window3&>(p) = window::to_3d(g);
   p.in_plane = g.in_plane;
   p.out_plane = g.out_plane;
   return p;
@@ -243,17 +231,8 @@ class PoolGradKernel : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
-    if (x.rank() < 3 || x.rank() > 5 || x.dtype() != dy.dtype())
-      ctx.error(str_cat("X ", x.describe(), " must have 1 to 3 spatial axes and dY's type ", dy.describe()));
-    if (static_cast<int64_t>(w_.kernel.size()) != x.rank() - 2)
-      ctx.error(str_cat("kernel_shape has ", w_.kernel.size(), " values for X ", x.describe()));
-    const std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end());
-    const window::Geometry g = window::resolve_geometry(ctx, w_, in, w_.kernel);
-    std::vector<int64_t> ydims = {x.dim(0), x.dim(1)};
-    ydims.insert(ydims.end(), g.out.begin(), g.out.end());
-    if (dy.dims() != ydims)
-      ctx.error(str_cat("dY ", dy.describe(), " does not match the ", max_ ? "MaxPool" : "AveragePool",
-                        " output shape ", dims_to_string(ydims)));
+    const window::Geometry g = window::check_pool_grad(ctx, dy, x, w_, max_ ? "MaxPool" : "AveragePool");
+    const std::vector<int64_t>& ydims = dy.dims();  // the pooling's output shape (checked)
     Tensor& dx = ctx.allocate_output(0, x.dtype(), x.dims());
     const int64_t n = x.numel();
     if (n == 0) return;

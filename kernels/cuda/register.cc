@@ -1,10 +1,11 @@
-// The one registration table of the CUDA kernels: op, opset range, dtypes and the family that
-// builds the kernel. Every kernel runs inside a wrapper that names its node in CUDA errors and
-// checks it was given device tensors.
+// The one registration table of the CUDA kernels: op, dtypes and the family that builds the
+// kernel; the opset ranges come from the op table (graph/op_table.h). Every kernel runs inside a
+// wrapper that names its node in CUDA errors and checks it was given device tensors.
 #include <vector>
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "kernels/common/nn_params.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -34,16 +35,16 @@ class CudaKernel : public Kernel {
 
 using Family = KernelFactory (*)(const std::string&);
 
+// One kernel: its opsets are the op table's (KernelRegistry::add with kOpTableOpsets).
 struct Row {
   const char* domain;
   const char* op;
-  int since, until;
   std::vector<DataType> dtypes;  // empty: any
   Family family;
   SupportsFn supports = nullptr;
+  int since = kOpTableOpsets;  // else [since, kMaxOnnxOpset]: only the softmaxes (nn_params.h)
 };
 
-constexpr int kMax = 1 << 30;
 const std::vector<DataType> kFloat = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 const std::vector<DataType> kNumeric = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
                                         DataType::kInt64,   DataType::kInt32,   DataType::kInt8,
@@ -55,144 +56,148 @@ const std::vector<DataType> kFloatInt = {DataType::kFloat32, DataType::kFloat16,
 const std::vector<DataType> kBool = {DataType::kBool};
 const std::vector<DataType> kAny = {};
 
-std::vector<Row> table() {
-  using namespace cuda;
-  const char* onnx = "";
-  const char* otter = kOtterDomain;
-  return {
+using namespace cuda;
+const char* const onnx = "";
+const char* const otter = kOtterDomain;
+// A null family: the host-logic kernel over the op's CPU kernel (host_ops.cc).
+constexpr Family host_logic = nullptr;
+
+const Row kRows[] = {
       // Element-wise (elementwise.cu).
-      {onnx, "Add", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Sub", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Mul", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Div", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Pow", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Min", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Max", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Neg", 13, 21, kSigned, elementwise_kernel},
-      {onnx, "Abs", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Relu", 13, 21, kSigned, elementwise_kernel},
-      {onnx, "Sqrt", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Reciprocal", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Exp", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Log", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Erf", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Tanh", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Sigmoid", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Softplus", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "LeakyRelu", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Gelu", 20, 21, kFloat, elementwise_kernel},
-      {onnx, "Clip", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Equal", 13, 21, kAny, elementwise_kernel},
-      {onnx, "Less", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Greater", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "LessOrEqual", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "GreaterOrEqual", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "And", 13, 21, kBool, elementwise_kernel},
-      {onnx, "Or", 13, 21, kBool, elementwise_kernel},
-      {onnx, "Xor", 13, 21, kBool, elementwise_kernel},
-      {onnx, "Sum", 13, 21, kNumeric, elementwise_kernel},
-      {onnx, "Mean", 13, 21, kFloat, elementwise_kernel},
-      {onnx, "Not", 13, 21, kBool, elementwise_kernel},
-      {onnx, "Where", 13, 21, kAny, elementwise_kernel},
-      {onnx, "Cast", 13, 21, kAny, elementwise_kernel},
+      {onnx, "Add", kNumeric, elementwise_kernel},
+      {onnx, "Sub", kNumeric, elementwise_kernel},
+      {onnx, "Mul", kNumeric, elementwise_kernel},
+      {onnx, "Div", kNumeric, elementwise_kernel},
+      {onnx, "Pow", kNumeric, elementwise_kernel},
+      {onnx, "Min", kNumeric, elementwise_kernel},
+      {onnx, "Max", kNumeric, elementwise_kernel},
+      {onnx, "Neg", kSigned, elementwise_kernel},
+      {onnx, "Abs", kNumeric, elementwise_kernel},
+      {onnx, "Relu", kSigned, elementwise_kernel},
+      {onnx, "Sqrt", kFloat, elementwise_kernel},
+      {onnx, "Reciprocal", kFloat, elementwise_kernel},
+      {onnx, "Exp", kFloat, elementwise_kernel},
+      {onnx, "Log", kFloat, elementwise_kernel},
+      {onnx, "Erf", kFloat, elementwise_kernel},
+      {onnx, "Tanh", kFloat, elementwise_kernel},
+      {onnx, "Sigmoid", kFloat, elementwise_kernel},
+      {onnx, "Softplus", kFloat, elementwise_kernel},
+      {onnx, "LeakyRelu", kFloat, elementwise_kernel},
+      {onnx, "Gelu", kFloat, elementwise_kernel},
+      {onnx, "Clip", kNumeric, elementwise_kernel},
+      {onnx, "Equal", kAny, elementwise_kernel},
+      {onnx, "Less", kNumeric, elementwise_kernel},
+      {onnx, "Greater", kNumeric, elementwise_kernel},
+      {onnx, "LessOrEqual", kNumeric, elementwise_kernel},
+      {onnx, "GreaterOrEqual", kNumeric, elementwise_kernel},
+      {onnx, "And", kBool, elementwise_kernel},
+      {onnx, "Or", kBool, elementwise_kernel},
+      {onnx, "Xor", kBool, elementwise_kernel},
+      {onnx, "Sum", kNumeric, elementwise_kernel},
+      {onnx, "Mean", kFloat, elementwise_kernel},
+      {onnx, "Not", kBool, elementwise_kernel},
+      {onnx, "Where", kAny, elementwise_kernel},
+      {onnx, "Cast", kAny, elementwise_kernel},
       // Views and host-computed shape data (host_ops.cc).
-      {onnx, "Reshape", 13, 21, kAny, host_kernel},
-      {onnx, "Flatten", 13, 21, kAny, host_kernel},
-      {onnx, "Squeeze", 13, 21, kAny, host_kernel},
-      {onnx, "Unsqueeze", 13, 21, kAny, host_kernel},
-      {onnx, "Identity", 13, 21, kAny, host_kernel},
-      {onnx, "Shape", 13, 21, kAny, host_kernel},
-      {onnx, "Size", 13, 21, kAny, host_kernel},
-      {onnx, "Constant", 13, 21, kAny, host_kernel},
-      {onnx, "Range", 13, 21, kAny, host_kernel},
+      {onnx, "Reshape", kAny, host_logic},
+      {onnx, "Flatten", kAny, host_logic},
+      {onnx, "Squeeze", kAny, host_logic},
+      {onnx, "Unsqueeze", kAny, host_logic},
+      {onnx, "Identity", kAny, host_logic},
+      {onnx, "Shape", kAny, host_logic},
+      {onnx, "Size", kAny, host_logic},
+      {onnx, "Constant", kAny, host_logic},
+      {onnx, "Range", kAny, host_logic},
       // Data movement (shape.cu).
-      {onnx, "Transpose", 13, 21, kAny, shape_kernel},
-      {onnx, "Concat", 13, 21, kAny, shape_kernel},
-      {onnx, "Split", 13, 21, kAny, shape_kernel},
-      {onnx, "Slice", 13, 21, kAny, shape_kernel},
-      {onnx, "Gather", 13, 21, kAny, shape_kernel},
-      {onnx, "Expand", 13, 21, kAny, shape_kernel},
-      {onnx, "Tile", 13, 21, kAny, shape_kernel},
-      {onnx, "Pad", 13, 21, kAny, shape_kernel},
-      {onnx, "Trilu", 14, 21, kAny, shape_kernel},
-      {onnx, "ConstantOfShape", 13, 21, kAny, shape_kernel},
+      {onnx, "Transpose", kAny, shape_kernel},
+      {onnx, "Concat", kAny, shape_kernel},
+      {onnx, "Split", kAny, shape_kernel},
+      {onnx, "Slice", kAny, shape_kernel},
+      {onnx, "Gather", kAny, shape_kernel},
+      {onnx, "Expand", kAny, shape_kernel},
+      {onnx, "Tile", kAny, shape_kernel},
+      {onnx, "Pad", kAny, shape_kernel},
+      {onnx, "Trilu", kAny, shape_kernel},
+      {onnx, "ConstantOfShape", kAny, shape_kernel},
       // Reductions (reduce.cu).
-      {onnx, "ReduceSum", 13, 21, kFloatInt, reduce_kernel},
-      {onnx, "ReduceMean", 13, 21, kFloat, reduce_kernel},
-      {onnx, "ReduceMax", 13, 21, kFloatInt, reduce_kernel},
-      {onnx, "ReduceMin", 13, 21, kFloatInt, reduce_kernel},
-      {onnx, "ReduceSumSquare", 13, 21, kFloat, reduce_kernel},
-      {onnx, "ReduceL2", 13, 21, kFloat, reduce_kernel},
+      {onnx, "ReduceSum", kFloatInt, reduce_kernel},
+      {onnx, "ReduceMean", kFloat, reduce_kernel},
+      {onnx, "ReduceMax", kFloatInt, reduce_kernel},
+      {onnx, "ReduceMin", kFloatInt, reduce_kernel},
+      {onnx, "ReduceSumSquare", kFloat, reduce_kernel},
+      {onnx, "ReduceL2", kFloat, reduce_kernel},
       // GEMMs (matmul.cu, cuBLASLt) and convolution (conv.cu, cuDNN).
-      {onnx, "MatMul", 9, kMax, kFloat, matmul_kernel},
-      {onnx, "Gemm", 11, kMax, kFloat, matmul_kernel},
-      {onnx, "Conv", 11, kMax, kFloat, conv_kernel, conv_supports},
+      {onnx, "MatMul", kFloat, matmul_kernel},
+      {onnx, "Gemm", kFloat, matmul_kernel},
+      {onnx, "Conv", kFloat, conv_kernel, conv_supports},
       // Pooling (pool.cu).
-      {onnx, "MaxPool", 12, kMax, kFloat, pool_kernel},
-      {onnx, "AveragePool", 11, kMax, kFloat, pool_kernel},
-      {onnx, "GlobalAveragePool", 1, kMax, kFloat, pool_kernel},
-      {onnx, "GlobalMaxPool", 1, kMax, kFloat, pool_kernel},
-      // Normalisation, softmax, dropout, losses (nn.cu).
-      {onnx, "BatchNormalization", 9, kMax, kFloat, nn_kernel},
-      {onnx, "LayerNormalization", 17, kMax, kFloat, nn_kernel},
-      {onnx, "Softmax", 11, kMax, kFloat, nn_kernel},
-      {onnx, "LogSoftmax", 11, kMax, kFloat, nn_kernel},
-      {onnx, "Dropout", 12, kMax, kFloat, nn_kernel},
-      {onnx, "SoftmaxCrossEntropyLoss", 12, kMax, kFloat, nn_kernel},
-      {onnx, "NegativeLogLikelihoodLoss", 12, kMax, kFloat, nn_kernel},
+      {onnx, "MaxPool", kFloat, pool_kernel},
+      {onnx, "AveragePool", kFloat, pool_kernel},
+      {onnx, "GlobalAveragePool", kFloat, pool_kernel},
+      {onnx, "GlobalMaxPool", kFloat, pool_kernel},
+      // Normalisation and dropout (nn.cu); softmax and losses (softmax_loss.cu).
+      {onnx, "BatchNormalization", kFloat, nn_kernel},
+      {onnx, "LayerNormalization", kFloat, nn_kernel},
+      {onnx, "Softmax", kFloat, softmax_loss_kernel, nullptr, params::kSoftmaxKernelSince},
+      {onnx, "LogSoftmax", kFloat, softmax_loss_kernel, nullptr, params::kSoftmaxKernelSince},
+      {onnx, "Dropout", kFloat, nn_kernel},
+      {onnx, "SoftmaxCrossEntropyLoss", kFloat, softmax_loss_kernel},
+      {onnx, "NegativeLogLikelihoodLoss", kFloat, softmax_loss_kernel},
       // Gradient ops (emitted by autodiff), next to their forward ops.
-      {otter, "ReluGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "LeakyReluGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "SigmoidGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "TanhGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "GeluGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "ErfGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "SoftplusGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "AbsGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "ClipGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "DropoutGrad", 1, kMax, kFloat, elementwise_kernel},
-      {otter, "SoftmaxGrad", 1, kMax, kFloat, nn_kernel},
-      {otter, "LogSoftmaxGrad", 1, kMax, kFloat, nn_kernel},
-      {otter, "SoftmaxCrossEntropyLossGrad", 1, kMax, kFloat, nn_kernel},
-      {otter, "NegativeLogLikelihoodLossGrad", 1, kMax, kFloat, nn_kernel},
-      {otter, "BatchNormalizationGrad", 1, kMax, kFloat, nn_kernel},
-      {otter, "LayerNormalizationGrad", 1, kMax, kFloat, nn_kernel},
-      {otter, "ConvGrad", 1, kMax, kFloat, conv_kernel, conv_supports},
-      {otter, "MaxPoolGrad", 1, kMax, kFloat, pool_kernel},
-      {otter, "AveragePoolGrad", 1, kMax, kFloat, pool_kernel},
-      {otter, "SliceGrad", 1, kMax, kFloat, shape_kernel},
-      {otter, "GatherGrad", 1, kMax, kFloat, shape_kernel},
-      {otter, "PadGrad", 1, kMax, kFloat, shape_kernel},
+      {otter, "ReluGrad", kFloat, elementwise_kernel},
+      {otter, "LeakyReluGrad", kFloat, elementwise_kernel},
+      {otter, "SigmoidGrad", kFloat, elementwise_kernel},
+      {otter, "TanhGrad", kFloat, elementwise_kernel},
+      {otter, "GeluGrad", kFloat, elementwise_kernel},
+      {otter, "ErfGrad", kFloat, elementwise_kernel},
+      {otter, "SoftplusGrad", kFloat, elementwise_kernel},
+      {otter, "AbsGrad", kFloat, elementwise_kernel},
+      {otter, "ClipGrad", kFloat, elementwise_kernel},
+      {otter, "DropoutGrad", kFloat, elementwise_kernel},
+      {otter, "SoftmaxGrad", kFloat, softmax_loss_kernel},
+      {otter, "LogSoftmaxGrad", kFloat, softmax_loss_kernel},
+      {otter, "SoftmaxCrossEntropyLossGrad", kFloat, softmax_loss_kernel},
+      {otter, "NegativeLogLikelihoodLossGrad", kFloat, softmax_loss_kernel},
+      {otter, "BatchNormalizationGrad", kFloat, nn_kernel},
+      {otter, "LayerNormalizationGrad", kFloat, nn_kernel},
+      {otter, "ConvGrad", kFloat, conv_kernel, conv_supports},
+      {otter, "MaxPoolGrad", kFloat, pool_kernel},
+      {otter, "AveragePoolGrad", kFloat, pool_kernel},
+      {otter, "SliceGrad", kFloat, shape_grad_kernel},
+      {otter, "GatherGrad", kFloat, shape_grad_kernel},
+      {otter, "PadGrad", kFloat, shape_grad_kernel},
       // Training ops (train.cu; GemmAccumulate in matmul.cu).
-      {otter, "SumToShape", 1, kMax, kFloat, train_kernel},
-      {otter, "AccumulateGrad", 1, kMax, kFloat, train_kernel},
-      {otter, "GemmAccumulate", 1, kMax, kFloat, matmul_kernel},
-      {otter, "AllFinite", 1, kMax, kAny, train_kernel},
-      {otter, "GlobalNormSq", 1, kMax, kAny, train_kernel},
-      {otter, "GradScale", 1, kMax, kAny, train_kernel},
-      {otter, "LearningRate", 1, kMax, kAny, train_kernel},
-      {otter, "SGDUpdate", 1, kMax, kAny, train_kernel},
-      {otter, "AdamUpdate", 1, kMax, kAny, train_kernel},
-      {otter, "StepCount", 1, kMax, kAny, train_kernel},
-      {otter, "LossScaleUpdate", 1, kMax, kAny, train_kernel},
-      {otter, "LossScaleInverse", 1, kMax, kAny, train_kernel},
-      {otter, "ScaleSeed", 1, kMax, kAny, train_kernel},
-  };
-}
+      {otter, "SumToShape", kFloat, train_kernel},
+      {otter, "AccumulateGrad", kFloat, train_kernel},
+      {otter, "GemmAccumulate", kFloat, matmul_kernel},
+      {otter, "AllFinite", kAny, train_kernel},
+      {otter, "GlobalNormSq", kAny, train_kernel},
+      {otter, "GradScale", kAny, train_kernel},
+      {otter, "LearningRate", kAny, train_kernel},
+      {otter, "SGDUpdate", kAny, train_kernel},
+      {otter, "AdamUpdate", kAny, train_kernel},
+      {otter, "StepCount", kAny, train_kernel},
+      {otter, "LossScaleUpdate", kAny, train_kernel},
+      {otter, "LossScaleInverse", kAny, train_kernel},
+      {otter, "ScaleSeed", kAny, train_kernel},
+};
 
 }  // namespace
 
 void register_cuda_kernels(KernelRegistry& r) {
-  for (Row& row : table()) {
+  for (const Row& row : kRows) {
     KernelDef d;
     d.domain = row.domain;
     d.op_type = row.op;
-    d.since_version = row.since;
-    d.until_version = row.until;
     d.device = DeviceType::kCuda;
-    d.dtypes = std::move(row.dtypes);
+    d.since_version = row.since;
+    if (row.since != kOpTableOpsets) d.until_version = kMaxOnnxOpset;
+    d.dtypes = row.dtypes;
     d.supports = row.supports;
-    d.create = [inner = row.family(row.op)](const Node& n) -> std::unique_ptr<Kernel> {
+    // The registry holds the CPU kernels by now (kernels/backends.cc): the host-logic kernels
+    // reuse them.
+    KernelFactory inner = row.family ? row.family(row.op) : cuda::host_kernel(row.op, r);
+    d.create = [inner = std::move(inner)](const Node& n) -> std::unique_ptr<Kernel> {
       NodeScope scope(&n);
       return std::make_unique<CudaKernel>(inner(n));
     };

@@ -1,11 +1,12 @@
 // CUDA data-movement kernels: Transpose, Concat, Split, Slice, Expand and Tile as strided copies
 // (one kernel, offsets from two strided indexers), and Gather, Pad, Trilu and ConstantOfShape as
-// their own kernels; they move elements of any dtype by size. The gradients SliceGrad (a strided
-// copy into zeros), GatherGrad and PadGrad (scatter-adds with f32 atomics) take float types.
+// their own kernels; they move elements of any dtype by size. Their gradients are in
+// shape_grad.cu; their parameters are resolved by kernels/common/shape_params.h, as on the CPU.
 #include "kernels/common/indexing.h"
 #include "kernels/common/shape_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/shape.cuh"
 
 namespace otter::cuda {
 namespace {
@@ -40,10 +41,6 @@ __global__ void gather_kernel(int64_t n, const T* x, const I* idx, T* out, int64
   }
 }
 
-struct PadGeometry {
-  int rank;
-  int64_t out[kMaxDims], in[kMaxDims], lo[kMaxDims], stride[kMaxDims];
-};
 
 template <typename T>
 __global__ void pad_kernel(int64_t n, const T* x, T* y, PadGeometry g, PadMode mode, const T* value) {
@@ -94,12 +91,6 @@ void strided_copy(const KernelContext& ctx, DataType t, void* dst, const std::ve
   });
 }
 
-const char* at_element(const Tensor& t, int64_t offset) {
-  return static_cast<const char*>(t.raw()) + offset * static_cast<int64_t>(dtype_size(t.dtype()));
-}
-char* at_element(Tensor& t, int64_t offset) {
-  return static_cast<char*>(t.raw()) + offset * static_cast<int64_t>(dtype_size(t.dtype()));
-}
 
 // ---- kernels by op -----------------------------------------------------------------------------
 
@@ -140,27 +131,12 @@ class ConcatKernel : public Kernel {
  public:
   explicit ConcatKernel(const Node& n) : axis_(n.attr_i("axis", 0)) {}
   void run(KernelContext& ctx) override {
+    const params::ConcatSpec c = params::resolve_concat(ctx, axis_);
     const int n = ctx.num_inputs();
-    if (n < 1) ctx.error("needs at least one input");
     const Tensor& x0 = ctx.input(0);
-    const int64_t r = x0.rank();
-    if (r == 0) ctx.error("cannot concatenate scalars");
-    const int64_t a = params::normalize_axis(ctx, axis_, r);
-    std::vector<int64_t> od = x0.dims();
-    od[a] = 0;
-    for (int i = 0; i < n; ++i) {
-      const Tensor& xi = ctx.input(i);
-      bool ok = xi.dtype() == x0.dtype() && xi.rank() == r;
-      for (int64_t k = 0; ok && k < r; ++k) ok = k == a || xi.dims()[k] == x0.dims()[k];
-      if (!ok)
-        ctx.error(str_cat("input ", i, " ", xi.describe(), " does not match input 0 ", x0.describe(), " outside axis ", a));
-      od[a] += xi.dims()[a];
-    }
-    Tensor& out = ctx.allocate_output(0, x0.dtype(), od);
-    int64_t outer = 1, inner = 1;
-    for (int64_t k = 0; k < a; ++k) outer *= od[k];
-    for (int64_t k = a + 1; k < r; ++k) inner *= od[k];
-    const int64_t out_row = od[a] * inner;
+    const int64_t a = c.axis, outer = c.outer, inner = c.inner;
+    Tensor& out = ctx.allocate_output(0, x0.dtype(), c.out_dims);
+    const int64_t out_row = c.out_dims[a] * inner;
     int64_t col = 0;
     for (int i = 0; i < n; ++i) {
       const Tensor& xi = ctx.input(i);
@@ -322,39 +298,15 @@ class GatherKernel : public Kernel {
 
 class PadKernel : public Kernel {
  public:
-  explicit PadKernel(const Node& n) : mode_name_(n.attr_s("mode", "constant")), mode_(params::parse_pad_mode(n)) {}
+  explicit PadKernel(const Node& n) : mode_(params::parse_pad_mode(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t r = x.rank();
     if (r > kMaxDims) ctx.error(str_cat("Pad on CUDA takes at most ", kMaxDims, " dims, got ", x.describe()));
-    const std::vector<int64_t> pads = host_ints(ctx, 1, "pads");
-    std::vector<int64_t> axes;
-    if (ctx.has_input(3)) {
-      for (int64_t a : host_ints(ctx, 3, "axes")) axes.push_back(params::normalize_axis(ctx, a, r));
-    } else {
-      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-    }
-    const size_t na = axes.size();
-    if (pads.size() != 2 * na)
-      ctx.error(str_cat("pads ", dims_to_string(pads), " must have 2 entries per padded axis (", na, ")"));
-    PadGeometry g{};
-    g.rank = static_cast<int>(r);
-    std::vector<int64_t> od = x.dims();
-    const std::vector<int64_t> is = contiguous_strides(x.dims());
-    for (int64_t i = 0; i < r; ++i) {
-      g.in[i] = x.dims()[i];
-      g.stride[i] = is[i];
-    }
-    for (size_t i = 0; i < na; ++i) {
-      const int64_t a = axes[i];
-      g.lo[a] = pads[i];
-      od[a] = x.dims()[a] + pads[i] + pads[i + na];
-      if (od[a] < 0) ctx.error(str_cat("pads ", dims_to_string(pads), " crop axis ", a, " of ", x.describe(), " below 0"));
-      if (mode_ != PadMode::kConstant && x.dims()[a] == 0 && od[a] > 0)
-        ctx.error(str_cat("cannot ", mode_name_, "-pad the empty axis ", a, " of ", x.describe()));
-    }
-    for (int64_t i = 0; i < r; ++i) g.out[i] = od[i];
-    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    const params::PadSpec p = params::resolve_pad(ctx, x, host_ints(ctx, 1, "pads"), optional_host_ints(ctx, 3, "axes"),
+                                                  mode_);
+    const PadGeometry g = pad_geometry(x.dims(), p);
+    Tensor& out = ctx.allocate_output(0, x.dtype(), p.out_dims);
     const int64_t n = out.numel();
     if (n == 0) return;
     const void* value = nullptr;
@@ -373,7 +325,6 @@ class PadKernel : public Kernel {
   }
 
  private:
-  std::string mode_name_;
   PadMode mode_ = PadMode::kConstant;
 };
 
@@ -435,211 +386,19 @@ class ConstantOfShapeKernel : public Kernel {
   Tensor value_;
 };
 
-// ---- gradients (ai.otter): zeros of the forward input's shape plus dY where the forward read ---
-
-// acc[(o * n + idx[k]) * inner + j] += dY[(o * ni + k) * inner + j]; atomics, as indices repeat.
-template <typename S, typename I>
-__global__ void gather_grad_kernel(int64_t count, const S* dy, const I* idx, float* acc, int64_t ni, int64_t inner,
-                                   int64_t n, DeviceError* slot, int reporter) {
-  OTTER_GRID_STRIDE(i, count) {
-    const int64_t j = i % inner, t = i / inner, k = t % ni, o = t / ni;
-    int64_t v = static_cast<int64_t>(idx[k]);
-    if (v < -n || v >= n) {
-      report_error(slot, reporter, 1, v, k, n);
-      continue;
-    }
-    if (v < 0) v += n;
-    atomicAdd(acc + (o * n + v) * inner + j, static_cast<float>(load_value(dy[i])));
-  }
-}
-
-// Every output position of Pad adds its dY to the input position it copied (none for the
-// constant); reflect/edge/wrap may fold several onto one, hence atomics.
-template <typename S>
-__global__ void pad_grad_kernel(int64_t count, const S* dy, float* acc, PadGeometry g, PadMode mode) {
-  OTTER_GRID_STRIDE(i, count) {
-    int64_t rem = i, off = 0;
-    bool dropped = false;
-    for (int d = g.rank - 1; d >= 0; --d) {
-      const int64_t o = rem % g.out[d];
-      rem /= g.out[d];
-      const int64_t src = pad_source(mode, o - g.lo[d], g.in[d]);
-      dropped |= src < 0;
-      off += src * g.stride[d];
-    }
-    if (!dropped) atomicAdd(acc + off, static_cast<float>(load_value(dy[i])));
-  }
-}
-
-// Zeros of the shape in input 1, of dY's type.
-Tensor& zero_output(KernelContext& ctx) {
-  const std::vector<int64_t> dims = host_ints(ctx, 1, "shape");
-  for (int64_t d : dims)
-    if (d < 0) ctx.error(str_cat("shape ", dims_to_string(dims), " has a negative entry"));
-  Tensor& out = ctx.allocate_output(0, ctx.input(0).dtype(), dims);
-  if (out.nbytes()) OTTER_CUDA_CHECK(cudaMemsetAsync(out.raw(), 0, out.nbytes(), stream_of(ctx)));
-  return out;
-}
-
-void check_dy(const KernelContext& ctx, const std::vector<int64_t>& expected) {
-  if (ctx.input(0).dims() != expected)
-    ctx.error(str_cat("dY ", ctx.input(0).describe(), " does not match the forward output shape ",
-                      dims_to_string(expected)));
-}
-
-// Runs scatter(acc) with an f32 accumulator over dx's elements (zeroed): dx itself when it is f32,
-// else scratch converted into dx afterwards (half types do not accumulate in half).
-template <typename F>
-void scatter_add_f32(KernelContext& ctx, Tensor& dx, F&& scatter) {
-  if (dx.dtype() == DataType::kFloat32) return scatter(static_cast<float*>(dx.raw()));
-  Tensor acc = ctx.scratch(DataType::kFloat32, dx.dims());
-  if (acc.nbytes()) OTTER_CUDA_CHECK(cudaMemsetAsync(acc.raw(), 0, acc.nbytes(), stream_of(ctx)));
-  scatter(static_cast<float*>(acc.raw()));
-  cast_tensor(ctx, acc, dx);
-}
-
-// SliceGrad(dY, shape, starts, ends, axes?, steps?): dY written into the strided view Slice read.
-class SliceGradKernel : public Kernel {
- public:
-  explicit SliceGradKernel(const Node&) {}
-  void run(KernelContext& ctx) override {
-    Tensor& dx = zero_output(ctx);
-    const params::SliceView v = params::resolve_slice(
-        ctx, dx.dims(), host_ints(ctx, 2, "starts"), host_ints(ctx, 3, "ends"),
-        ctx.has_input(4) ? host_ints(ctx, 4, "axes") : std::vector<int64_t>{},
-        ctx.has_input(5) ? host_ints(ctx, 5, "steps") : std::vector<int64_t>{});
-    check_dy(ctx, v.out_dims);
-    const std::vector<int64_t> is = contiguous_strides(dx.dims());
-    std::vector<int64_t> dst_strides(is.size());
-    int64_t base = 0;
-    for (size_t i = 0; i < is.size(); ++i) {
-      base += v.start[i] * is[i];
-      dst_strides[i] = v.step[i] * is[i];
-    }
-    const Tensor& dy = ctx.input(0);
-    if (dy.numel() == 0) return;
-    strided_copy(ctx, dy.dtype(), at_element(dx, base), dst_strides, dy.raw(), contiguous_strides(v.out_dims), v.out_dims);
-  }
-};
-
-// GatherGrad(dY, shape, indices) {axis}: dX[o, indices[k], i] += dY[o, k, i], a scatter-add.
-class GatherGradKernel : public Kernel {
- public:
-  explicit GatherGradKernel(const Node& n)
-      : axis_(n.attr_i("axis", 0)),
-        reporter_(n, [](const DeviceError& e) {
-          return str_cat("index ", e.a, " (indices element ", e.b, ") is out of range for an axis of size ", e.c);
-        }) {}
-  void run(KernelContext& ctx) override {
-    Tensor& dx = zero_output(ctx);
-    const Tensor& dy = ctx.input(0);
-    const Tensor& idx = ctx.input(2);
-    const int64_t r = dx.rank();
-    if (r == 0) ctx.error("shape must have rank >= 1");
-    if (idx.dtype() != DataType::kInt64 && idx.dtype() != DataType::kInt32)
-      ctx.error(str_cat("indices must be int64 or int32, got ", idx.describe()));
-    const int64_t a = params::normalize_axis(ctx, axis_, r);
-    std::vector<int64_t> yd(dx.dims().begin(), dx.dims().begin() + a);
-    yd.insert(yd.end(), idx.dims().begin(), idx.dims().end());
-    yd.insert(yd.end(), dx.dims().begin() + a + 1, dx.dims().end());
-    check_dy(ctx, yd);
-    int64_t inner = 1;
-    for (int64_t k = a + 1; k < r; ++k) inner *= dx.dims()[k];
-    const int64_t count = dy.numel();
-    if (count == 0) return;
-    CudaDevice& dev = device_of(ctx);
-    const int rep = reporter_.id(dev);
-    dispatch_float(dy.dtype(), [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      scatter_add_f32(ctx, dx, [&](float* acc) {
-        auto launch = [&](auto* ip) {
-          using I = std::remove_const_t<std::remove_pointer_t<decltype(ip)>>;
-          gather_grad_kernel<S, I><<<grid_for(count), kBlock, 0, dev.cuda_stream()>>>(
-              count, static_cast<const S*>(dy.raw()), ip, acc, idx.numel(), inner, dx.dims()[a], dev.error_slot(), rep);
-          OTTER_CUDA_LAUNCH_CHECK();
-        };
-        if (idx.dtype() == DataType::kInt64) launch(static_cast<const int64_t*>(idx.raw()));
-        else launch(static_cast<const int32_t*>(idx.raw()));
-      });
-    });
-  }
-
- private:
-  int64_t axis_;
-  ErrorReporter reporter_;
-};
-
-// PadGrad(dY, shape, pads, axes?) {mode}: the sum of dY over the output positions that copied each
-// input position.
-class PadGradKernel : public Kernel {
- public:
-  explicit PadGradKernel(const Node& n) : mode_(params::parse_pad_mode(n)) {}
-  void run(KernelContext& ctx) override {
-    Tensor& dx = zero_output(ctx);
-    const Tensor& dy = ctx.input(0);
-    const int64_t r = dx.rank();
-    if (r > kMaxDims) ctx.error(str_cat("PadGrad on CUDA takes at most ", kMaxDims, " dims, got ", dx.describe()));
-    const std::vector<int64_t> pads = host_ints(ctx, 2, "pads");
-    std::vector<int64_t> axes;
-    if (ctx.has_input(3)) {
-      for (int64_t a : host_ints(ctx, 3, "axes")) axes.push_back(params::normalize_axis(ctx, a, r));
-    } else {
-      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
-    }
-    const size_t na = axes.size();
-    if (pads.size() != 2 * na)
-      ctx.error(str_cat("pads ", dims_to_string(pads), " must have 2 entries per padded axis (", na, ")"));
-    PadGeometry g{};
-    g.rank = static_cast<int>(r);
-    std::vector<int64_t> od = dx.dims();
-    const std::vector<int64_t> is = contiguous_strides(dx.dims());
-    for (size_t i = 0; i < na; ++i) {
-      g.lo[axes[i]] = pads[i];
-      od[axes[i]] = dx.dims()[axes[i]] + pads[i] + pads[i + na];
-    }
-    for (int64_t i = 0; i < r; ++i) {
-      g.in[i] = dx.dims()[i];
-      g.out[i] = od[i];
-      g.stride[i] = is[i];
-    }
-    check_dy(ctx, od);
-    const int64_t count = dy.numel();
-    if (count == 0 || dx.numel() == 0) return;
-    dispatch_float(dy.dtype(), [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      scatter_add_f32(ctx, dx, [&](float* acc) {
-        pad_grad_kernel<S><<<grid_for(count), kBlock, 0, stream_of(ctx)>>>(count, static_cast<const S*>(dy.raw()), acc, g,
-                                                                           mode_);
-        OTTER_CUDA_LAUNCH_CHECK();
-      });
-    });
-  }
-
- private:
-  PadMode mode_;
-};
-
-template <typename K>
-KernelFactory make() {
-  return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<K>(n); };
-}
-
 }  // namespace
 
 KernelFactory shape_kernel(const std::string& op) {
-  if (op == "Transpose") return make<TransposeKernel>();
-  if (op == "Concat") return make<ConcatKernel>();
-  if (op == "Split") return make<SplitKernel>();
-  if (op == "Slice") return make<SliceKernel>();
-  if (op == "Expand") return make<ExpandKernel>();
-  if (op == "Tile") return make<TileKernel>();
-  if (op == "Gather") return make<GatherKernel>();
-  if (op == "Pad") return make<PadKernel>();
-  if (op == "Trilu") return make<TriluKernel>();
-  if (op == "ConstantOfShape") return make<ConstantOfShapeKernel>();
-  if (op == "SliceGrad") return make<SliceGradKernel>();
-  if (op == "GatherGrad") return make<GatherGradKernel>();
-  if (op == "PadGrad") return make<PadGradKernel>();
+  if (op == "Transpose") return node_kernel<TransposeKernel>();
+  if (op == "Concat") return node_kernel<ConcatKernel>();
+  if (op == "Split") return node_kernel<SplitKernel>();
+  if (op == "Slice") return node_kernel<SliceKernel>();
+  if (op == "Expand") return node_kernel<ExpandKernel>();
+  if (op == "Tile") return node_kernel<TileKernel>();
+  if (op == "Gather") return node_kernel<GatherKernel>();
+  if (op == "Pad") return node_kernel<PadKernel>();
+  if (op == "Trilu") return node_kernel<TriluKernel>();
+  if (op == "ConstantOfShape") return node_kernel<ConstantOfShapeKernel>();
   fail("shape_kernel: no CUDA kernel for ", op);
 }
 

@@ -46,11 +46,9 @@ __global__ void accumulate_kernel(int64_t n, A* acc, const G* g, bool first) {
 }
 
 void accumulate_grad(KernelContext& ctx) {
+  Tensor out = accumulator_output(ctx);
   const Tensor& acc = ctx.input(0);
   const Tensor& g = ctx.input(1);
-  if (g.dims() != acc.dims()) ctx.error(str_cat("gradient ", g.describe(), " does not match accumulator ", acc.describe()));
-  ctx.alias_output(0, acc, acc.dims());
-  Tensor out = acc;
   const int64_t n = acc.numel();
   if (n == 0) return;
   dispatch_float(acc.dtype(), [&](auto at) {

@@ -1,5 +1,5 @@
-// Tests of the float16 / bfloat16 conversions in kernels/common/half.h: exhaustive round trips,
-// an independent value formula, round-to-nearest-even ties, subnormals and overflow.
+// Tests of the float16 / bfloat16 conversions in graph/half.h (kernels/common/half.h forwards):
+// exhaustive round trips, an independent value formula, round-to-nearest-even ties, subnormals and overflow.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,0 +1,53 @@
+// Host-side input checks shared by the CPU and CUDA kernels, with errors that name the node:
+// agreeing dtypes and dims, Clip's scalar bounds, and the accumulator of AccumulateGrad.
+#pragma once
+
+#include "graph/error.h"
+#include "kernels/kernel.h"
+
+namespace otter {
+
+// Inputs i and j have one dtype.
+inline void check_same_dtype(const KernelContext& ctx, int i, int j) {
+  if (ctx.input(i).dtype() != ctx.input(j).dtype())
+    ctx.error(str_cat("input ", j, " is ", dtype_name(ctx.input(j).dtype()), " but input ", i, " is ",
+                      dtype_name(ctx.input(i).dtype())));
+}
+
+// Input i has the dtype and dims of `ref` (a gradient's dY); `what` names the input.
+inline void check_same(const KernelContext& ctx, int i, const Tensor& ref, const char* what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != ref.dtype() || t.dims() != ref.dims())
+    ctx.error(str_cat(what, " ", t.describe(), " must match dY ", ref.describe()));
+}
+
+// Input i has the dtype and dims of `ref` (element-wise gradients); `what` names the input.
+inline void check_like(const KernelContext& ctx, int i, const Tensor& ref, const char* what) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != ref.dtype() || t.dims() != ref.dims())
+    ctx.error(str_cat("input ", i, " (", what, ") is ", t.describe(), ", expected ", ref.describe()));
+}
+
+// Clip's optional inputs 1 (min) and 2 (max): scalars of input 0's dtype.
+inline void check_clip_bounds(const KernelContext& ctx) {
+  for (int i = 1; i <= 2; ++i) {
+    if (!ctx.has_input(i)) continue;
+    check_same_dtype(ctx, 0, i);
+    if (ctx.input(i).numel() != 1)
+      ctx.error(
+          str_cat("input ", i, (i == 1 ? " (min)" : " (max)"), " must be a scalar, got ", ctx.input(i).describe()));
+  }
+}
+
+// AccumulateGrad(acc, g): checks g against the accumulator and makes output 0 share acc's buffer;
+// returns that output.
+inline Tensor accumulator_output(KernelContext& ctx) {
+  const Tensor& acc = ctx.input(0);
+  const Tensor& g = ctx.input(1);
+  if (g.dims() != acc.dims())
+    ctx.error(str_cat("gradient ", g.describe(), " does not match accumulator ", acc.describe()));
+  ctx.alias_output(0, acc, acc.dims());
+  return acc;
+}
+
+}  // namespace otter

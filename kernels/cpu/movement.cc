@@ -1,0 +1,415 @@
+// CPU data-movement kernels (Transpose, Concat, Split, Slice, Gather, Expand, Tile, Pad):
+// type-agnostic, they move bytes of any dtype; their parameters are resolved by
+// kernels/common/shape_params.h, as on CUDA.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/common/indexing.h"
+#include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/shape_util.h"
+
+namespace otter {
+namespace {
+
+using cpu::contiguous_strides;
+using cpu::for_each_row;
+using cpu::int_input;
+using cpu::normalize_axis;
+
+// ---- Transpose ----------------------------------------------------------------------------------
+// dims/perm already collapsed: no size-1 dims, no two input dims that stay adjacent in the output.
+template <typename T>
+void transpose_impl(const T* in, T* out, const std::vector<int64_t>& d, const std::vector<int64_t>& p) {
+  const int r = static_cast<int>(d.size());
+  std::vector<int64_t> is = contiguous_strides(d), od(r), os_of_in(r);
+  for (int i = 0; i < r; ++i) od[i] = d[p[i]];
+  std::vector<int64_t> os = contiguous_strides(od);
+  for (int i = 0; i < r; ++i) os_of_in[p[i]] = os[i];
+  if (p[r - 1] == r - 1) {  // the innermost dim stays innermost: copy whole rows
+    std::vector<int64_t> ist(r);
+    for (int i = 0; i < r; ++i) ist[i] = is[p[i]];
+    const int64_t n = od[r - 1];
+    for_each_row(od, ist, [&](int64_t row, int64_t off) { std::memcpy(out + row * n, in + off, n * sizeof(T)); });
+    return;
+  }
+  // Tiled 2-D transpose between input dim A (innermost in the input) and input dim B (innermost
+  // in the output), batched over the other dims.
+  constexpr int64_t kTile = 32;
+  const int A = r - 1, B = static_cast<int>(p[r - 1]);
+  const int64_t na = d[A], nb = d[B], isb = is[B], osa = os_of_in[A];
+  std::vector<int> batch_dims;
+  for (int i = 0; i < r; ++i)
+    if (i != A && i != B) batch_dims.push_back(i);
+  int64_t nbatch = 1;
+  for (int i : batch_dims) nbatch *= d[i];
+  const int64_t ta = (na + kTile - 1) / kTile, tb = (nb + kTile - 1) / kTile;
+  cpu::parallel_ranges(nbatch * ta * tb, [&](int64_t b, int64_t e) {
+    for (int64_t item = b; item < e; ++item) {
+      int64_t rem = item / (ta * tb), t = item % (ta * tb);
+      int64_t ioff = 0, ooff = 0;
+      for (size_t k = batch_dims.size(); k-- > 0;) {
+        int dim = batch_dims[k];
+        int64_t v = rem % d[dim];
+        rem /= d[dim];
+        ioff += v * is[dim];
+        ooff += v * os_of_in[dim];
+      }
+      int64_t a0 = (t / tb) * kTile, b0 = (t % tb) * kTile;
+      int64_t a1 = std::min(na, a0 + kTile), b1 = std::min(nb, b0 + kTile);
+      for (int64_t j = b0; j < b1; ++j) {
+        const T* src = in + ioff + j * isb;
+        T* dst = out + ooff + j;
+        for (int64_t i = a0; i < a1; ++i) dst[i * osa] = src[i];
+      }
+    }
+  }, kTile * kTile);
+}
+
+class TransposeKernel : public Kernel {
+ public:
+  explicit TransposeKernel(const Node& n) : perm_(n.attr_ints("perm")), has_perm_(n.has_attr("perm")) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t r = x.rank();
+    std::vector<int64_t> perm = perm_;
+    if (!has_perm_) {
+      perm.resize(static_cast<size_t>(r));
+      for (int64_t i = 0; i < r; ++i) perm[i] = r - 1 - i;
+    }
+    if (static_cast<int64_t>(perm.size()) != r)
+      ctx.error(str_cat("perm ", dims_to_string(perm), " does not match input ", x.describe()));
+    std::vector<bool> seen(static_cast<size_t>(r), false);
+    for (int64_t& v : perm) {
+      if (v < -r || v >= r || seen[v < 0 ? v + r : v])
+        ctx.error(str_cat("perm ", dims_to_string(perm_), " is not a permutation of rank ", r));
+      if (v < 0) v += r;
+      seen[v] = true;
+    }
+    std::vector<int64_t> od(static_cast<size_t>(r));
+    for (int64_t i = 0; i < r; ++i) od[i] = x.dims()[perm[i]];
+    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    if (x.numel() == 0) return;
+    // Collapse: drop size-1 dims, then merge input dims that stay adjacent in the output.
+    std::vector<int64_t> keep_id(static_cast<size_t>(r), -1);
+    std::vector<int64_t> kd;
+    for (int64_t i = 0; i < r; ++i)
+      if (x.dims()[i] != 1) { keep_id[i] = static_cast<int64_t>(kd.size()); kd.push_back(x.dims()[i]); }
+    std::vector<int64_t> kp;
+    for (int64_t i = 0; i < r; ++i)
+      if (keep_id[perm[i]] >= 0) kp.push_back(keep_id[perm[i]]);
+    // Groups of consecutive output positions whose input dims are consecutive.
+    std::vector<std::vector<int64_t>> groups;
+    for (int64_t v : kp) {
+      if (!groups.empty() && groups.back().back() + 1 == v) groups.back().push_back(v);
+      else groups.push_back({v});
+    }
+    // Number the groups by their first input dim to get the collapsed dims and permutation.
+    std::vector<int64_t> order(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) order[g] = static_cast<int64_t>(g);
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return groups[a][0] < groups[b][0]; });
+    std::vector<int64_t> cd(groups.size()), cp(groups.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      int64_t size = 1;
+      for (int64_t v : groups[order[k]]) size *= kd[v];
+      cd[k] = size;
+      cp[order[k]] = static_cast<int64_t>(k);
+    }
+    if (cd.size() <= 1) {
+      std::memcpy(out.raw(), x.raw(), x.nbytes());
+      return;
+    }
+    OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
+      transpose_impl(static_cast<const T*>(x.raw()), static_cast<T*>(out.raw()), cd, cp);
+    });
+  }
+
+ private:
+  std::vector<int64_t> perm_;
+  bool has_perm_;
+};
+
+// ---- Concat / Split -----------------------------------------------------------------------------
+class ConcatKernel : public Kernel {
+ public:
+  explicit ConcatKernel(const Node& n) : axis_(n.attr_i("axis", 0)) {}
+  void run(KernelContext& ctx) override {
+    const params::ConcatSpec c = params::resolve_concat(ctx, axis_);
+    const int n = ctx.num_inputs();
+    const Tensor& x0 = ctx.input(0);
+    const int64_t a = c.axis, outer = c.outer, inner = c.inner;
+    Tensor& out = ctx.allocate_output(0, x0.dtype(), c.out_dims);
+    if (out.numel() == 0) return;
+    const size_t es = dtype_size(x0.dtype());
+    const int64_t out_row = c.out_dims[a] * inner;
+    char* dst = static_cast<char*>(out.raw());
+    int64_t col = 0;
+    for (int i = 0; i < n; ++i) {
+      const Tensor& xi = ctx.input(i);
+      const int64_t len = xi.dims()[a] * inner;
+      const char* src = static_cast<const char*>(xi.raw());
+      if (len > 0) {
+        cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o)
+            std::memcpy(dst + (o * out_row + col) * es, src + o * len * es, len * es);
+        }, len);
+      }
+      col += len;
+    }
+  }
+
+ private:
+  int64_t axis_;
+};
+
+class SplitKernel : public Kernel {
+ public:
+  explicit SplitKernel(const Node& n)
+      : axis_(n.attr_i("axis", 0)), num_outputs_(n.attr_i("num_outputs", 0)), split_attr_(n.attr_ints("split")) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t r = x.rank();
+    const int64_t a = normalize_axis(ctx, axis_, r);
+    const int64_t dim = x.dims()[a];
+    const int nout = ctx.num_outputs();
+    const std::vector<int64_t> sizes = params::split_sizes(
+        ctx, x, a, nout, ctx.has_input(1) ? int_input(ctx, 1, "split") : split_attr_, num_outputs_);
+    const size_t es = dtype_size(x.dtype());
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < a; ++k) outer *= x.dims()[k];
+    for (int64_t k = a + 1; k < r; ++k) inner *= x.dims()[k];
+    const int64_t in_row = dim * inner;
+    const char* src = static_cast<const char*>(x.raw());
+    int64_t col = 0;
+    for (int i = 0; i < nout; ++i) {
+      std::vector<int64_t> od = x.dims();
+      od[a] = sizes[i];
+      const int64_t len = sizes[i] * inner;
+      if (!ctx.has_output(i)) { col += len; continue; }
+      Tensor& out = ctx.allocate_output(i, x.dtype(), od);
+      char* dst = static_cast<char*>(out.raw());
+      if (len > 0) {
+        cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o)
+            std::memcpy(dst + o * len * es, src + (o * in_row + col) * es, len * es);
+        }, len);
+      }
+      col += len;
+    }
+  }
+
+ private:
+  int64_t axis_, num_outputs_;
+  std::vector<int64_t> split_attr_;
+};
+
+// ---- Slice --------------------------------------------------------------------------------------
+class SliceKernel : public Kernel {
+ public:
+  explicit SliceKernel(const Node&) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t r = x.rank();
+    const cpu::SliceView v = cpu::resolve_slice(ctx, x.dims(), 1);
+    const std::vector<int64_t>& st = v.start;
+    const std::vector<int64_t>& step = v.step;
+    const std::vector<int64_t>& od = v.out_dims;
+    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    if (out.numel() == 0) return;
+    std::vector<int64_t> is = contiguous_strides(x.dims()), ist(static_cast<size_t>(r));
+    int64_t base = 0;
+    for (int64_t i = 0; i < r; ++i) {
+      base += st[i] * is[i];
+      ist[i] = step[i] * is[i];
+    }
+    OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
+      const T* in = static_cast<const T*>(x.raw()) + base;
+      T* o = static_cast<T*>(out.raw());
+      if (r == 0) { o[0] = in[0]; return; }
+      const int64_t len = od[r - 1], inner_step = ist[r - 1];
+      for_each_row(od, ist, [&](int64_t row, int64_t off) {
+        T* dst = o + row * len;
+        const T* src = in + off;
+        if (inner_step == 1) std::memcpy(dst, src, len * sizeof(T));
+        else for (int64_t j = 0; j < len; ++j) dst[j] = src[j * inner_step];
+      });
+    });
+  }
+};
+
+// ---- Gather -------------------------------------------------------------------------------------
+class GatherKernel : public Kernel {
+ public:
+  explicit GatherKernel(const Node& n) : axis_(n.attr_i("axis", 0)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& idx = ctx.input(1);
+    const int64_t r = x.rank();
+    if (r == 0) ctx.error("data must have rank >= 1");
+    const int64_t a = normalize_axis(ctx, axis_, r);
+    const int64_t n = x.dims()[a];
+    const std::vector<int64_t> ind = cpu::gather_indices(ctx, idx, a, x.dims());
+    std::vector<int64_t> od(x.dims().begin(), x.dims().begin() + a);
+    od.insert(od.end(), idx.dims().begin(), idx.dims().end());
+    od.insert(od.end(), x.dims().begin() + a + 1, x.dims().end());
+    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    if (out.numel() == 0) return;
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < a; ++k) outer *= x.dims()[k];
+    for (int64_t k = a + 1; k < r; ++k) inner *= x.dims()[k];
+    const int64_t ni = static_cast<int64_t>(ind.size());
+    OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
+      const T* src = static_cast<const T*>(x.raw());
+      T* dst = static_cast<T*>(out.raw());
+      cpu::parallel_ranges(outer * ni, [&](int64_t b, int64_t e) {
+        for (int64_t it = b; it < e; ++it) {
+          int64_t o = it / ni, k = it % ni;
+          const T* s = src + (o * n + ind[k]) * inner;
+          T* d = dst + it * inner;
+          if (inner == 1) d[0] = s[0];
+          else std::memcpy(d, s, inner * sizeof(T));
+        }
+      }, inner);
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
+// ---- Expand / Tile ------------------------------------------------------------------------------
+class ExpandKernel : public Kernel {
+ public:
+  explicit ExpandKernel(const Node&) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    std::vector<int64_t> shape = int_input(ctx, 1, "shape");
+    std::vector<int64_t> od;
+    if (!cpu::broadcast_dims({&x.dims(), &shape}, &od))
+      ctx.error(str_cat("cannot expand ", x.describe(), " to shape ", dims_to_string(shape)));
+    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    if (out.numel() == 0) return;
+    cpu::BroadcastPlan<1> plan({&x.dims()}, od);
+    const bool moving = plan.inner_strides()[0] == 1;
+    OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
+      const T* src = static_cast<const T*>(x.raw());
+      T* dst = static_cast<T*>(out.raw());
+      plan.for_each_run([&](int64_t o, const std::array<int64_t, 1>& offs, int64_t len) {
+        if (moving) std::memcpy(dst + o, src + offs[0], len * sizeof(T));
+        else std::fill(dst + o, dst + o + len, src[offs[0]]);
+      });
+    });
+  }
+};
+
+class TileKernel : public Kernel {
+ public:
+  explicit TileKernel(const Node&) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    std::vector<int64_t> reps = int_input(ctx, 1, "repeats");
+    const int64_t r = x.rank();
+    if (static_cast<int64_t>(reps.size()) != r)
+      ctx.error(str_cat("repeats ", dims_to_string(reps), " must have one entry per dim of ", x.describe()));
+    std::vector<int64_t> od(static_cast<size_t>(r));
+    for (int64_t i = 0; i < r; ++i) {
+      if (reps[i] < 0) ctx.error(str_cat("repeats ", dims_to_string(reps), " has a negative entry"));
+      od[i] = x.dims()[i] * reps[i];
+    }
+    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    if (out.numel() == 0) return;
+    if (r == 0) { std::memcpy(out.raw(), x.raw(), x.nbytes()); return; }
+    const std::vector<int64_t> is = contiguous_strides(x.dims());
+    const int64_t n_in = x.dims()[r - 1], n_out = od[r - 1];
+    OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
+      const T* src = static_cast<const T*>(x.raw());
+      T* dst = static_cast<T*>(out.raw());
+      int64_t rows = out.numel() / n_out;
+      cpu::parallel_ranges(rows, [&](int64_t b, int64_t e) {
+        for (int64_t row = b; row < e; ++row) {
+          int64_t rem = row, off = 0;
+          for (int64_t i = r - 2; i >= 0; --i) {
+            off += (rem % od[i]) % x.dims()[i] * is[i];
+            rem /= od[i];
+          }
+          T* d = dst + row * n_out;
+          for (int64_t k = 0; k < reps[r - 1]; ++k) std::memcpy(d + k * n_in, src + off, n_in * sizeof(T));
+        }
+      }, n_out);
+    });
+  }
+};
+
+// ---- Pad ----------------------------------------------------------------------------------------
+class PadKernel : public Kernel {
+ public:
+  explicit PadKernel(const Node& n) : mode_(cpu::parse_pad_mode(n)) {}
+  int64_t source(int64_t s, int64_t n) const { return pad_source(mode_, s, n); }
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t r = x.rank();
+    const params::PadSpec p =
+        params::resolve_pad(ctx, x, int_input(ctx, 1, "pads"), cpu::optional_int_input(ctx, 3, "axes"), mode_);
+    const std::vector<int64_t>& lo = p.lo;
+    const std::vector<int64_t>& od = p.out_dims;
+    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    if (out.numel() == 0) return;
+    if (r == 0) { std::memcpy(out.raw(), x.raw(), x.nbytes()); return; }
+    const size_t es = dtype_size(x.dtype());
+    std::vector<unsigned char> cval(es, 0);
+    if (ctx.has_input(2) && ctx.input(2).numel() > 0) {
+      if (ctx.input(2).dtype() != x.dtype())
+        ctx.error(str_cat("constant_value is ", ctx.input(2).describe(), " but data is ", x.describe()));
+      std::memcpy(cval.data(), ctx.input(2).raw(), es);
+    }
+    const std::vector<int64_t> is = contiguous_strides(x.dims());
+    const int64_t n_out = od[r - 1], n_in = x.dims()[r - 1], l = lo[r - 1];
+    const int64_t mid_b = std::clamp<int64_t>(l, 0, n_out), mid_e = std::clamp<int64_t>(l + n_in, 0, n_out);
+    OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
+      T c;
+      std::memcpy(&c, cval.data(), sizeof(T));
+      const T* src = static_cast<const T*>(x.raw());
+      T* dst = static_cast<T*>(out.raw());
+      const int64_t rows = out.numel() / n_out;
+      cpu::parallel_ranges(rows, [&](int64_t b, int64_t e) {
+        for (int64_t row = b; row < e; ++row) {
+          T* d = dst + row * n_out;
+          int64_t rem = row, off = 0;
+          bool fill = false;
+          for (int64_t i = r - 2; i >= 0; --i) {
+            int64_t s = source(rem % od[i] - lo[i], x.dims()[i]);
+            rem /= od[i];
+            if (s < 0) { fill = true; break; }
+            off += s * is[i];
+          }
+          if (fill) { std::fill(d, d + n_out, c); continue; }
+          const T* sr = src + off;
+          for (int64_t j = 0; j < mid_b; ++j) { int64_t s = source(j - l, n_in); d[j] = s < 0 ? c : sr[s]; }
+          if (mid_e > mid_b) std::memcpy(d + mid_b, sr + (mid_b - l), (mid_e - mid_b) * sizeof(T));
+          for (int64_t j = std::max(mid_e, mid_b); j < n_out; ++j) { int64_t s = source(j - l, n_in); d[j] = s < 0 ? c : sr[s]; }
+        }
+      }, n_out);
+    });
+  }
+
+ private:
+  PadMode mode_;
+};
+
+}  // namespace
+
+void register_cpu_movement_kernels(KernelRegistry& r) {
+  cpu::add_any_type(r, "Transpose", node_kernel<TransposeKernel>());
+  cpu::add_any_type(r, "Concat", node_kernel<ConcatKernel>());
+  cpu::add_any_type(r, "Split", node_kernel<SplitKernel>());
+  cpu::add_any_type(r, "Slice", node_kernel<SliceKernel>());
+  cpu::add_any_type(r, "Gather", node_kernel<GatherKernel>());
+  cpu::add_any_type(r, "Expand", node_kernel<ExpandKernel>());
+  cpu::add_any_type(r, "Tile", node_kernel<TileKernel>());
+  cpu::add_any_type(r, "Pad", node_kernel<PadKernel>());
+}
+
+}  // namespace otter
