@@ -68,7 +68,7 @@ def main():
                 r = session.step({k: v[rows] for k, v in train.items()})
                 log.write(json.dumps({"step": r["step"], "epoch": epoch, "loss": r["loss"], "lr": r["lr"],
                                       "loss_scale": r["loss_scale"], "skipped": r["skipped"]}) + "\n")
-                bar.set_postfix(loss=f"{r['loss']:.4f}")
+                bar.set_postfix(loss=f"{r['loss']:.4f}", refresh=False)
             e = session.evaluate(test)
             log.write(json.dumps({"step": session.steps_taken, "eval_loss": e["loss"],
                                   "eval_accuracy": e["accuracy"]}) + "\n")

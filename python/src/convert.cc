@@ -55,15 +55,15 @@ std::shared_ptr<void> keep_alive(py::array a) {
 
 }  // namespace
 
-Tensor tensor_from_array(const py::handle& obj, const std::string& what) {
+Tensor tensor_from_array(const py::handle& obj, const char* prefix, const std::string& name) {
   // Other array-likes (lists, scalars) become an array first: a conversion, counted as a copy.
   const bool is_array = py::isinstance<py::array>(obj);
   py::array a = py::array::ensure(obj);
-  OTTER_CHECK(a && (is_array || a.dtype().kind() != 'O'), what, " is a ",
+  OTTER_CHECK(a && (is_array || a.dtype().kind() != 'O'), prefix, "'", name, "' is a ",
               std::string(py::str(py::type::of(obj).attr("__name__"))), ", not an array of numbers");
   bool copied = !is_array;
   const DataType t = dtype_of(a.dtype());
-  OTTER_CHECK(t != DataType::kUndefined, what, " has numpy type ", std::string(py::str(a.dtype())),
+  OTTER_CHECK(t != DataType::kUndefined, prefix, "'", name, "' has numpy type ", std::string(py::str(a.dtype())),
               ", which otter has no type for (f32, f64, f16, i64, i32, i8, u8, bool)");
   std::vector<int64_t> dims(a.shape(), a.shape() + a.ndim());
   const int flags = a.flags();
@@ -104,7 +104,7 @@ NpzArchive feeds_archive(const py::dict& feeds, const std::vector<const Value*>&
       for (const Value* v : wanted) names += str_cat(names.empty() ? "" : ", ", v->name());
       fail("feeds: unknown array '", name, "' (the model takes: ", names, ")");
     }
-    a.arrays.emplace_back(name, tensor_from_array(value, str_cat("feeds: array '", name, "'")));
+    a.arrays.emplace_back(name, tensor_from_array(value, "feeds: array ", name));
   }
   return a;
 }

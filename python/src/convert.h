@@ -28,7 +28,8 @@ FeedCounters& feed_counters();
 // and of an element type otter has; over a C-contiguous copy when only the layout differs. Fails
 // (otter::Error, naming `what`) on element types otter does not have. The tensor keeps the array
 // alive; otter reads feeds and never writes them.
-Tensor tensor_from_array(const pybind11::handle& obj, const std::string& what);
+// Messages name the array as `prefix` + "'" + name + "'" (built only when one is needed).
+Tensor tensor_from_array(const pybind11::handle& obj, const char* prefix, const std::string& name);
 
 // A numpy copy of a host tensor (bf16, which numpy lacks, as its uint16 bit patterns).
 pybind11::array array_from_tensor(const Tensor& t);

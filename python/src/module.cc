@@ -175,7 +175,7 @@ PYBIND11_MODULE(_otter, m) {
       "For tests: feeds read in place ('wrapped') and feeds copied first ('copied') so far.");
   m.def(
       "_tensor_address",
-      [](const py::handle& a) { return reinterpret_cast<uintptr_t>(tensor_from_array(a, "array").raw()); },
+      [](const py::handle& a) { return reinterpret_cast<uintptr_t>(tensor_from_array(a, "", "array").raw()); },
       "For tests: the address of the buffer a feed of this array would read.");
   bind_session(m);
 }

@@ -262,7 +262,7 @@ void bind_session(py::module_& m) {
             std::map<std::string, Tensor> t;
             for (auto [k, v] : values) {
               std::string name = take<std::string>(k, "set_parameters: parameter name");
-              t[name] = tensor_from_array(v, "set_parameters: '" + name + "'");
+              t[name] = tensor_from_array(v, "set_parameters: ", name);
             }
             s.s->set_parameters(t);
           },
