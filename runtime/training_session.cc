@@ -296,8 +296,8 @@ void TrainingSession::set_parameters(const std::map<std::string, Tensor>& values
   for (const auto& [name, t] : values) {
     const Value* v = graph_->find_value(name);
     OTTER_CHECK(v && trained.count(name), "set_parameters: '", name, "' is not a trained parameter");
-    OTTER_CHECK(t.on_host() && t.dtype() == v->dtype() && Shape::of(t.dims()) == v->shape(), "set_parameters: '",
-                name, "' is ", t.describe(), ", the parameter is ", v->type_string());
+    OTTER_CHECK(t.on_host() && t.dtype() == v->dtype() && Shape::of(t.dims()) == v->shape(), "set_parameters: '", name,
+                "' is ", t.describe(), ", the parameter is ", v->type_string());
     updates[name] = t.clone();
     // Mixed precision keeps a rounded half copy of the weight as state, written by the same update.
     const Node* update = graph_->state_updates.at(const_cast<Value*>(v))->producer();

@@ -18,27 +18,43 @@ namespace {
 
 // otter's element type for a numpy dtype (kUndefined when it has none).
 DataType dtype_of(const py::dtype& d) {
-  const char kind = d.kind();
-  const auto size = d.itemsize();
-  if (kind == 'f') return size == 4 ? DataType::kFloat32 : size == 8 ? DataType::kFloat64 : size == 2 ? DataType::kFloat16 : DataType::kUndefined;
-  if (kind == 'i') return size == 8 ? DataType::kInt64 : size == 4 ? DataType::kInt32 : size == 1 ? DataType::kInt8 : DataType::kUndefined;
-  if (kind == 'u' && size == 1) return DataType::kUInt8;
-  if (kind == 'b') return DataType::kBool;
+  struct Entry {
+    char kind;
+    py::ssize_t size;
+    DataType type;
+  };
+  static constexpr Entry kTypes[] = {
+      {'f', 4, DataType::kFloat32}, {'f', 8, DataType::kFloat64}, {'f', 2, DataType::kFloat16},
+      {'i', 8, DataType::kInt64},   {'i', 4, DataType::kInt32},   {'i', 1, DataType::kInt8},
+      {'u', 1, DataType::kUInt8},   {'b', 1, DataType::kBool},
+  };
+  for (const Entry& e : kTypes)
+    if (e.kind == d.kind() && e.size == d.itemsize()) return e.type;
   return DataType::kUndefined;
 }
 
 py::dtype numpy_dtype(DataType t) {
   switch (t) {
-    case DataType::kFloat32: return py::dtype::of<float>();
-    case DataType::kFloat64: return py::dtype::of<double>();
-    case DataType::kFloat16: return py::dtype("float16");
-    case DataType::kBFloat16: return py::dtype::of<uint16_t>();
-    case DataType::kInt64: return py::dtype::of<int64_t>();
-    case DataType::kInt32: return py::dtype::of<int32_t>();
-    case DataType::kInt8: return py::dtype::of<int8_t>();
-    case DataType::kUInt8: return py::dtype::of<uint8_t>();
-    case DataType::kBool: return py::dtype::of<bool>();
-    default: break;
+    case DataType::kFloat32:
+      return py::dtype::of<float>();
+    case DataType::kFloat64:
+      return py::dtype::of<double>();
+    case DataType::kFloat16:
+      return py::dtype("float16");
+    case DataType::kBFloat16:
+      return py::dtype::of<uint16_t>();
+    case DataType::kInt64:
+      return py::dtype::of<int64_t>();
+    case DataType::kInt32:
+      return py::dtype::of<int32_t>();
+    case DataType::kInt8:
+      return py::dtype::of<int8_t>();
+    case DataType::kUInt8:
+      return py::dtype::of<uint8_t>();
+    case DataType::kBool:
+      return py::dtype::of<bool>();
+    default:
+      break;
   }
   fail("no numpy type for otter type ", dtype_name(t));
 }

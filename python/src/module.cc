@@ -114,12 +114,13 @@ std::string session_doc() {
   std::ostringstream s;
   s << "TrainingSession(model_path, **options)\n\n"
     << "Trains an ONNX model with the options of `otter-train train` (docs: README.md, 'Python API'):\n"
-    << "  loss='" << o.pipeline.loss << "' (ce | mse | model:NAME), output=None, labels='" << o.pipeline.labels << "',\n"
+    << "  loss='" << o.pipeline.loss << "' (ce | mse | model:NAME), output=None, labels='" << o.pipeline.labels
+    << "',\n"
     << "  precision='" << o.pipeline.precision << "' (fp32 | fp16 | bf16), loss_scale=None ('dynamic' | 'off' |\n"
     << "  a fixed number; default dynamic for fp16), init_scale=" << o.pipeline.init_scale
     << ", scale_interval=" << o.pipeline.scale_interval << ",\n"
-    << "  accum=" << o.pipeline.accum << " (K), batch_size=" << o.batch_size << " (micro-batch b), eval_batch_size="
-    << o.eval_batch_size << ", seed=" << o.seed << ",\n"
+    << "  accum=" << o.pipeline.accum << " (K), batch_size=" << o.batch_size
+    << " (micro-batch b), eval_batch_size=" << o.eval_batch_size << ", seed=" << o.seed << ",\n"
     << "  freeze=None (globs, a list or 'a,b'), device='auto' (auto | cpu | cuda),\n"
     << "  optimizer='" << c.type << "' or a dict with type, lr=" << c.lr << ", beta1=" << c.beta1
     << ", beta2=" << c.beta2 << ", eps=" << c.eps << ",\n"
@@ -144,9 +145,10 @@ PYBIND11_MODULE(_otter, m) {
 
   py::class_<PyGraph>(m, "Graph", "A graph after run_passes(): str() is the text dump (as otter-opt prints it).")
       .def("__str__", [](const PyGraph& g) { return graph_to_string(*g.graph); })
-      .def("__repr__", [](const PyGraph& g) {
-        return "<otter.Graph '" + g.graph->name + "', " + std::to_string(g.graph->nodes().size()) + " nodes>";
-      })
+      .def("__repr__",
+           [](const PyGraph& g) {
+             return "<otter.Graph '" + g.graph->name + "', " + std::to_string(g.graph->nodes().size()) + " nodes>";
+           })
       .def(
           "to_onnx", [](const PyGraph& g) { return py::bytes(export_onnx_bytes(*g.graph)); },
           "The graph as serialized ONNX ModelProto bytes (internal ops in domain ai.otter).")
@@ -156,7 +158,8 @@ PYBIND11_MODULE(_otter, m) {
       .def(
           "pass_stats", [](const PyGraph& g) { return json_loads(g.pass_stats_json); },
           "Per-pass records of the run: pass, nodes before and after, counters.")
-      .def_property_readonly("pipeline", [](const PyGraph& g) { return g.pipeline; }, "The pipeline that ran.");
+      .def_property_readonly(
+          "pipeline", [](const PyGraph& g) { return g.pipeline; }, "The pipeline that ran.");
   m.def("run_passes", &run_passes, py::arg("model"), py::arg("pipeline"), py::arg("batch") = 0,
         "run_passes(model, pipeline, batch=0) -> Graph\n\n"
         "Imports model (a path, or serialized ONNX bytes) and runs the pass pipeline on it, as otter-opt\n"

@@ -5,9 +5,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 #include <utility>
-#include <memory>
 
 #include "convert.h"
 #include "graph/error.h"
@@ -23,11 +23,16 @@ namespace {
 
 template <typename T>
 const char* type_words() {
-  if constexpr (std::is_same_v<T, int64_t>) return "an integer";
-  else if constexpr (std::is_same_v<T, double>) return "a number";
-  else if constexpr (std::is_same_v<T, bool>) return "True or False";
-  else if constexpr (std::is_same_v<T, std::string>) return "a string";
-  else return "a list of strings";
+  if constexpr (std::is_same_v<T, int64_t>)
+    return "an integer";
+  else if constexpr (std::is_same_v<T, double>)
+    return "a number";
+  else if constexpr (std::is_same_v<T, bool>)
+    return "True or False";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "a string";
+  else
+    return "a list of strings";
 }
 
 template <typename T>
@@ -48,8 +53,10 @@ std::vector<std::string> string_list(const py::handle& v, const char* what) {
     std::vector<std::string> out;
     std::string cur;
     for (char c : v.cast<std::string>() + ",") {
-      if (c != ',') cur += c;
-      else if (!cur.empty()) out.push_back(std::exchange(cur, ""));
+      if (c != ',')
+        cur += c;
+      else if (!cur.empty())
+        out.push_back(std::exchange(cur, ""));
     }
     return out;
   }
@@ -68,19 +75,32 @@ OptimizerConfig optimizer_options(const py::handle& v) {
     const std::string k = take<std::string>(key, "optimizer option name");
     const std::string what = "optimizer['" + k + "']";
     const char* w = what.c_str();
-    if (k == "type" || k == "name") c.type = take<std::string>(val, w);
-    else if (k == "lr") c.lr = take<double>(val, w);
-    else if (k == "beta1") c.beta1 = take<double>(val, w);
-    else if (k == "beta2") c.beta2 = take<double>(val, w);
-    else if (k == "eps") c.eps = take<double>(val, w);
-    else if (k == "weight_decay") c.weight_decay = take<double>(val, w);
-    else if (k == "momentum") c.momentum = take<double>(val, w);
-    else if (k == "nesterov") c.nesterov = take<bool>(val, w);
-    else if (k == "clip_norm") c.clip_norm = take<double>(val, w);
-    else if (k == "schedule") c.schedule = take<std::string>(val, w);
-    else if (k == "warmup") c.warmup = take<int64_t>(val, w);
-    else if (k == "total") c.total = take<int64_t>(val, w);
-    else if (k == "min_lr") c.min_lr = take<double>(val, w);
+    if (k == "type" || k == "name")
+      c.type = take<std::string>(val, w);
+    else if (k == "lr")
+      c.lr = take<double>(val, w);
+    else if (k == "beta1")
+      c.beta1 = take<double>(val, w);
+    else if (k == "beta2")
+      c.beta2 = take<double>(val, w);
+    else if (k == "eps")
+      c.eps = take<double>(val, w);
+    else if (k == "weight_decay")
+      c.weight_decay = take<double>(val, w);
+    else if (k == "momentum")
+      c.momentum = take<double>(val, w);
+    else if (k == "nesterov")
+      c.nesterov = take<bool>(val, w);
+    else if (k == "clip_norm")
+      c.clip_norm = take<double>(val, w);
+    else if (k == "schedule")
+      c.schedule = take<std::string>(val, w);
+    else if (k == "warmup")
+      c.warmup = take<int64_t>(val, w);
+    else if (k == "total")
+      c.total = take<int64_t>(val, w);
+    else if (k == "min_lr")
+      c.min_lr = take<double>(val, w);
     else
       fail("optimizer: unknown option '", k, "' (type, lr, beta1, beta2, eps, weight_decay, momentum, nesterov, ",
            "clip_norm, schedule, warmup, total, min_lr)");
@@ -113,20 +133,34 @@ TrainingOptions training_options(const py::kwargs& kw) {
     const std::string k = key.cast<std::string>();
     if (v.is_none()) continue;  // None: the default
     const char* w = k.c_str();
-    if (k == "loss") p.loss = take<std::string>(v, w);
-    else if (k == "output") p.output = take<std::string>(v, w);
-    else if (k == "labels") p.labels = take<std::string>(v, w);
-    else if (k == "precision") p.precision = take<std::string>(v, w);
-    else if (k == "loss_scale") loss_scale_option(v, p);
-    else if (k == "init_scale") p.init_scale = take<double>(v, w);
-    else if (k == "scale_interval") p.scale_interval = take<int64_t>(v, w);
-    else if (k == "accum") p.accum = take<int64_t>(v, w);
-    else if (k == "optimizer") p.optimizer = optimizer_options(v);
-    else if (k == "freeze") p.freeze = string_list(v, w);
-    else if (k == "batch_size") o.batch_size = take<int64_t>(v, w);
-    else if (k == "eval_batch_size") o.eval_batch_size = take<int64_t>(v, w);
-    else if (k == "seed") o.seed = take<int64_t>(v, w);
-    else if (k == "device") o.device = take<std::string>(v, w);
+    if (k == "loss")
+      p.loss = take<std::string>(v, w);
+    else if (k == "output")
+      p.output = take<std::string>(v, w);
+    else if (k == "labels")
+      p.labels = take<std::string>(v, w);
+    else if (k == "precision")
+      p.precision = take<std::string>(v, w);
+    else if (k == "loss_scale")
+      loss_scale_option(v, p);
+    else if (k == "init_scale")
+      p.init_scale = take<double>(v, w);
+    else if (k == "scale_interval")
+      p.scale_interval = take<int64_t>(v, w);
+    else if (k == "accum")
+      p.accum = take<int64_t>(v, w);
+    else if (k == "optimizer")
+      p.optimizer = optimizer_options(v);
+    else if (k == "freeze")
+      p.freeze = string_list(v, w);
+    else if (k == "batch_size")
+      o.batch_size = take<int64_t>(v, w);
+    else if (k == "eval_batch_size")
+      o.eval_batch_size = take<int64_t>(v, w);
+    else if (k == "seed")
+      o.seed = take<int64_t>(v, w);
+    else if (k == "device")
+      o.device = take<std::string>(v, w);
     else
       fail("TrainingSession: unknown option '", k, "' (loss, output, labels, precision, loss_scale, init_scale, ",
            "scale_interval, accum, optimizer, freeze, batch_size, eval_batch_size, seed, device)");
@@ -170,129 +204,138 @@ Dataset checked_feeds(const Session& s, const py::dict& feeds) {
 
 }  // namespace
 
+// Runs f() with the GIL released (the numpy arrays it reads are kept alive by the tensors).
+template <typename F>
+auto without_gil(F&& f) {
+  py::gil_scoped_release nogil;
+  return f();
+}
+
+using SessionClass = py::class_<Session>;
+
+// Construction and the training calls.
+void bind_steps(SessionClass& c) {
+  c.def(py::init([](const std::string& model, const py::kwargs& kw) {
+          TrainingOptions o = training_options(kw);
+          return without_gil([&] { return std::make_unique<Session>(model, o); });
+        }),
+        py::arg("model_path"), doc::kSession);
+  c.def(
+      "step",
+      [](Session& s, const py::dict& feeds) {
+        Dataset d = checked_feeds(s, feeds);
+        return step_dict(without_gil([&] { return s.s->train_step(d.arrays()); }));
+      },
+      py::arg("feeds"), doc::kStep);
+  c.def(
+      "micro_step",
+      [](Session& s, const py::dict& feeds) {
+        Dataset d = checked_feeds(s, feeds);
+        without_gil([&] { s.s->micro_step(d.arrays()); });
+      },
+      py::arg("feeds"), doc::kMicroStep);
+  c.def(
+      "apply", [](Session& s) { return step_dict(without_gil([&] { return s.s->apply(); })); }, doc::kApply);
+  c.def(
+      "evaluate",
+      [](Session& s, const py::dict& feeds) {
+        Dataset d = checked_feeds(s, feeds);
+        EvalResult e = without_gil([&] { return s.s->evaluate(d); });
+        py::dict r;
+        r["loss"] = e.loss;
+        if (e.has_accuracy) r["accuracy"] = e.accuracy;
+        r["samples"] = e.samples;
+        return r;
+      },
+      py::arg("feeds"), doc::kEvaluate);
+  c.def(
+      "_time_steps",
+      [](Session& s, const py::dict& feeds, int64_t steps) {
+        // For models/bench/python_overhead.py: the same steps as step(), looped in C++.
+        Dataset d = checked_feeds(s, feeds);
+        return without_gil([&] {
+          auto t0 = std::chrono::steady_clock::now();
+          for (int64_t i = 0; i < steps; ++i) s.s->train_step(d.arrays());
+          return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        });
+      },
+      py::arg("feeds"), py::arg("steps"), "For benchmarks: seconds for `steps` step(feeds) calls made from C++.");
+}
+
+// Checkpoints, export and the weights.
+void bind_state(SessionClass& c) {
+  c.def(
+      "save",
+      [](const Session& s, const std::string& dir, int64_t epoch, int64_t position) {
+        without_gil([&] { s.s->save(dir, LoaderState{epoch, position}); });
+      },
+      py::arg("dir"), py::arg("epoch") = 0, py::arg("position") = 0, doc::kSave);
+  c.def(
+      "load",
+      [](Session& s, const std::string& dir) {
+        LoaderState l = without_gil([&] { return s.s->load(dir); });
+        py::dict r;
+        r["epoch"] = l.epoch;
+        r["position"] = l.position;
+        r["step"] = s.s->steps_taken();
+        return r;
+      },
+      py::arg("dir"), doc::kLoad);
+  c.def(
+      "export", [](const Session& s, const std::string& path) { without_gil([&] { s.s->export_inference(path); }); },
+      py::arg("path"), doc::kExport);
+  c.def(
+      "parameters", [](const Session& s) { return tensors_dict(*s.s, s.s->parameter_names()); }, doc::kParameters);
+  c.def(
+      "state", [](const Session& s) { return tensors_dict(*s.s, s.s->state_names()); }, doc::kState);
+  c.def(
+      "set_parameters",
+      [](Session& s, const py::dict& values) {
+        std::map<std::string, Tensor> t;
+        for (auto [k, v] : values) {
+          std::string name = take<std::string>(k, "set_parameters: parameter name");
+          t[name] = tensor_from_array(v, "set_parameters: ", name);
+        }
+        s.s->set_parameters(t);
+      },
+      py::arg("values"), doc::kSetParameters);
+}
+
+void bind_properties(SessionClass& c) {
+  auto prop = [&](const char* name, auto get, const char* help) {
+    c.def_property_readonly(
+        name, [get](const Session& s) { return get(*s.s); }, help);
+  };
+  prop(
+      "pipeline", [](const TrainingSession& s) { return s.pipeline(); }, "The training pipeline (--print-pipeline).");
+  prop(
+      "batch_size", [](const TrainingSession& s) { return s.options().batch_size; }, "The micro-batch b.");
+  prop(
+      "accum", [](const TrainingSession& s) { return s.options().pipeline.accum; }, "Micro-batches per step, K.");
+  prop(
+      "global_batch", [](const TrainingSession& s) { return s.global_batch(); }, "Rows step() takes: K*b.");
+  prop(
+      "steps_taken", [](const TrainingSession& s) { return s.steps_taken(); }, "Optimizer steps taken so far.");
+  prop(
+      "pending_micro_steps", [](const TrainingSession& s) { return s.pending_micro_steps(); },
+      "Micro-steps taken since the last apply().");
+  prop(
+      "device", [](const TrainingSession& s) { return s.device().describe(); }, "The device, in words.");
+  prop(
+      "inputs",
+      [](const TrainingSession& s) {
+        py::dict d;
+        for (const Value* v : s.batch_inputs()) d[py::str(v->name())] = v->type_string();
+        return d;
+      },
+      "Arrays a micro-batch provides: name -> type (dim 0 pinned to b).");
+}
+
 void bind_session(py::module_& m) {
-  py::class_<Session>(m, "TrainingSession")
-      .def(py::init([](const std::string& model, const py::kwargs& kw) {
-             TrainingOptions o = training_options(kw);
-             py::gil_scoped_release nogil;
-             return std::make_unique<Session>(model, o);
-           }),
-           py::arg("model_path"), doc::kSession)
-      .def(
-          "step",
-          [](Session& s, const py::dict& feeds) {
-            Dataset d = checked_feeds(s, feeds);
-            StepResult r;
-            {
-              py::gil_scoped_release nogil;
-              r = s.s->train_step(d.arrays());
-            }
-            return step_dict(r);
-          },
-          py::arg("feeds"), doc::kStep)
-      .def(
-          "micro_step",
-          [](Session& s, const py::dict& feeds) {
-            Dataset d = checked_feeds(s, feeds);
-            py::gil_scoped_release nogil;
-            s.s->micro_step(d.arrays());
-          },
-          py::arg("feeds"), doc::kMicroStep)
-      .def(
-          "apply",
-          [](Session& s) {
-            StepResult r;
-            {
-              py::gil_scoped_release nogil;
-              r = s.s->apply();
-            }
-            return step_dict(r);
-          },
-          doc::kApply)
-      .def(
-          "evaluate",
-          [](Session& s, const py::dict& feeds) {
-            Dataset d = checked_feeds(s, feeds);
-            EvalResult e;
-            {
-              py::gil_scoped_release nogil;
-              e = s.s->evaluate(d);
-            }
-            py::dict r;
-            r["loss"] = e.loss;
-            if (e.has_accuracy) r["accuracy"] = e.accuracy;
-            r["samples"] = e.samples;
-            return r;
-          },
-          py::arg("feeds"), doc::kEvaluate)
-      .def(
-          "save",
-          [](const Session& s, const std::string& dir, int64_t epoch, int64_t position) {
-            py::gil_scoped_release nogil;
-            s.s->save(dir, LoaderState{epoch, position});
-          },
-          py::arg("dir"), py::arg("epoch") = 0, py::arg("position") = 0, doc::kSave)
-      .def(
-          "load",
-          [](Session& s, const std::string& dir) {
-            LoaderState l;
-            {
-              py::gil_scoped_release nogil;
-              l = s.s->load(dir);
-            }
-            py::dict r;
-            r["epoch"] = l.epoch;
-            r["position"] = l.position;
-            r["step"] = s.s->steps_taken();
-            return r;
-          },
-          py::arg("dir"), doc::kLoad)
-      .def(
-          "export",
-          [](const Session& s, const std::string& path) {
-            py::gil_scoped_release nogil;
-            s.s->export_inference(path);
-          },
-          py::arg("path"), doc::kExport)
-      .def("parameters", [](const Session& s) { return tensors_dict(*s.s, s.s->parameter_names()); }, doc::kParameters)
-      .def("state", [](const Session& s) { return tensors_dict(*s.s, s.s->state_names()); }, doc::kState)
-      .def(
-          "set_parameters",
-          [](Session& s, const py::dict& values) {
-            std::map<std::string, Tensor> t;
-            for (auto [k, v] : values) {
-              std::string name = take<std::string>(k, "set_parameters: parameter name");
-              t[name] = tensor_from_array(v, "set_parameters: ", name);
-            }
-            s.s->set_parameters(t);
-          },
-          py::arg("values"), doc::kSetParameters)
-      .def(
-          "_time_steps",
-          [](Session& s, const py::dict& feeds, int64_t steps) {
-            // For models/bench/python_overhead.py: the same steps as step(), looped in C++.
-            Dataset d = checked_feeds(s, feeds);
-            py::gil_scoped_release nogil;
-            auto t0 = std::chrono::steady_clock::now();
-            for (int64_t i = 0; i < steps; ++i) s.s->train_step(d.arrays());
-            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          },
-          py::arg("feeds"), py::arg("steps"), "For benchmarks: seconds for `steps` step(feeds) calls made from C++.")
-      .def_property_readonly("pipeline", [](const Session& s) { return s.s->pipeline(); }, "The training pass pipeline (as otter-train --print-pipeline).")
-      .def_property_readonly("batch_size", [](const Session& s) { return s.s->options().batch_size; }, "The micro-batch b.")
-      .def_property_readonly("accum", [](const Session& s) { return s.s->options().pipeline.accum; }, "Micro-batches per step, K.")
-      .def_property_readonly("global_batch", [](const Session& s) { return s.s->global_batch(); }, "Samples per step(): K*b.")
-      .def_property_readonly("steps_taken", [](const Session& s) { return s.s->steps_taken(); }, "Optimizer steps taken (checkpoints included).")
-      .def_property_readonly("pending_micro_steps", [](const Session& s) { return s.s->pending_micro_steps(); }, "Micro-steps taken since the last apply().")
-      .def_property_readonly("device", [](const Session& s) { return s.s->device().describe(); }, "The device, in words.")
-      .def_property_readonly(
-          "inputs",
-          [](const Session& s) {
-            py::dict d;
-            for (const Value* v : s.s->batch_inputs()) d[py::str(v->name())] = v->type_string();
-            return d;
-          },
-          "Arrays a feed provides: name -> type (dim 0 pinned to b).");
+  SessionClass c(m, "TrainingSession");
+  bind_steps(c);
+  bind_state(c);
+  bind_properties(c);
 }
 
 }  // namespace otter::python
