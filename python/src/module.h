@@ -4,6 +4,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 #include "runtime/training_session.h"
 
 namespace otter::python {
@@ -11,6 +13,8 @@ namespace otter::python {
 // Python keyword arguments -> TrainingOptions (python/src/session.cc): the one place that knows
 // the Python option names. Keywords not given, or None, keep the C++ defaults.
 TrainingOptions training_options(const pybind11::kwargs& kw);
+// TrainingSession's docstring: the keyword arguments with the defaults of those structs.
+std::string session_doc();
 
 void bind_session(pybind11::module_& m);
 

@@ -3,8 +3,8 @@
 // not given keep the C++ defaults.
 #include <pybind11/stl.h>
 
-#include <ctime>
 #include <cmath>
+#include <ctime>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -166,6 +166,30 @@ TrainingOptions training_options(const py::kwargs& kw) {
            "scale_interval, accum, optimizer, freeze, batch_size, eval_batch_size, seed, device)");
   }
   return o;
+}
+
+// TrainingSession's docstring, with the defaults read from the C++ option structs.
+std::string session_doc() {
+  const TrainingOptions o;
+  const OptimizerConfig c;
+  std::ostringstream s;
+  s << "TrainingSession(model_path, **options)\n\n"
+    << "Trains an ONNX model with the options of `otter-train train` (docs: README.md, 'Python API'):\n"
+    << "  loss='" << o.pipeline.loss << "' (ce | mse | model:NAME), output=None, labels='" << o.pipeline.labels
+    << "',\n"
+    << "  precision='" << o.pipeline.precision << "' (fp32 | fp16 | bf16), loss_scale=None ('dynamic' | 'off' |\n"
+    << "  a fixed number; default dynamic for fp16), init_scale=" << o.pipeline.init_scale
+    << ", scale_interval=" << o.pipeline.scale_interval << ",\n"
+    << "  accum=" << o.pipeline.accum << " (K), batch_size=" << o.batch_size
+    << " (micro-batch b), eval_batch_size=" << o.eval_batch_size << ", seed=" << o.seed << ",\n"
+    << "  freeze=None (globs, a list or 'a,b'), device='auto' (auto | cpu | cuda),\n"
+    << "  optimizer='" << c.type << "' or a dict with type, lr=" << c.lr << ", beta1=" << c.beta1
+    << ", beta2=" << c.beta2 << ", eps=" << c.eps << ",\n"
+    << "    weight_decay (0.01 for adamw, else 0), momentum (0.9 for type momentum, else 0), nesterov,\n"
+    << "    clip_norm, schedule='" << c.schedule << "' (constant | linear-warmup | cosine), warmup, total\n"
+    << "    (steps the schedule spans; needed by non-constant schedules), min_lr.\n"
+    << "Options not given (or None) keep these defaults, which come from the C++ structs.";
+  return s.str();
 }
 
 namespace {
