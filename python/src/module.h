@@ -26,7 +26,8 @@ inline constexpr const char* kStep =
     "to an array whose first axis has K*b rows; they are taken as K micro-batches in order, exactly as\n"
     "otter-train does. Returns {'loss': mean of the K losses, 'lr', 'loss_scale', 'skipped', 'step'}.\n"
     "C-contiguous arrays of the input's dtype are read in place (no copy); other layouts are copied\n"
-    "once. A wrong name, dtype or shape raises otter.Error. Releases the GIL while it runs.";
+    "once. A wrong name, dtype or shape raises otter.Error. Releases the GIL while it runs (threads\n"
+    "sharing a session take turns).";
 inline constexpr const char* kMicroStep =
     "micro_step(feeds) -> None\n\n"
     "One micro-batch of b rows: forward and backward, gradients accumulated. Take K of them, then\n"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 #include <utility>
 
@@ -204,12 +205,6 @@ py::dict step_dict(const StepResult& r) {
   return d;
 }
 
-py::dict tensors_dict(const TrainingSession& s, const std::vector<std::string>& names) {
-  py::dict d;
-  for (const std::string& n : names) d[py::str(n)] = array_from_tensor(s.tensor(n));
-  return d;
-}
-
 // A session and, as otter-train has, the evaluation graph of the same options as a probe of the
 // arrays a data set must provide (model inputs, batch dim unpinned, and labels): feeds are checked
 // against it, so their errors read as otter-train's do for a data file.
@@ -219,6 +214,7 @@ struct Session {
   Evaluator probe;
   std::vector<const Value*> inputs;
   std::unique_ptr<TrainingSession> s;
+  mutable std::mutex mu;  // one call at a time: the C++ session is not thread-safe
 };
 
 // Feeds checked as otter-train checks its data files, kept as views of the numpy buffers.
@@ -235,11 +231,26 @@ double thread_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-// Runs f() with the GIL released (the numpy arrays it reads are kept alive by the tensors).
+// Runs f() with the GIL released (the numpy arrays it reads are kept alive by the tensors) and the
+// session locked, so that Python threads sharing a session take turns instead of racing.
 template <typename F>
-auto without_gil(F&& f) {
+auto without_gil(const Session& s, F&& f) {
   py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(s.mu);
   return f();
+}
+
+// Numpy copies of persistent tensors: host copies taken under the lock, arrays made with the GIL.
+py::dict tensors_dict(const Session& s, bool parameters_only) {
+  auto host = without_gil(s, [&] {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const std::string& n : parameters_only ? s.s->parameter_names() : s.s->state_names())
+      out.emplace_back(n, s.s->tensor(n));
+    return out;
+  });
+  py::dict d;
+  for (const auto& [n, t] : host) d[py::str(n)] = array_from_tensor(t);
+  return d;
 }
 
 using SessionClass = py::class_<Session>;
@@ -248,30 +259,31 @@ using SessionClass = py::class_<Session>;
 void bind_steps(SessionClass& c) {
   c.def(py::init([](const std::string& model, const py::kwargs& kw) {
           TrainingOptions o = training_options(kw);
-          return without_gil([&] { return std::make_unique<Session>(model, o); });
+          py::gil_scoped_release nogil;
+          return std::make_unique<Session>(model, o);
         }),
         py::arg("model_path"), doc::kSession);
   c.def(
       "step",
       [](Session& s, const py::dict& feeds) {
         Dataset d = checked_feeds(s, feeds);
-        return step_dict(without_gil([&] { return s.s->train_step(d.arrays()); }));
+        return step_dict(without_gil(s, [&] { return s.s->train_step(d.arrays()); }));
       },
       py::arg("feeds"), doc::kStep);
   c.def(
       "micro_step",
       [](Session& s, const py::dict& feeds) {
         Dataset d = checked_feeds(s, feeds);
-        without_gil([&] { s.s->micro_step(d.arrays()); });
+        without_gil(s, [&] { s.s->micro_step(d.arrays()); });
       },
       py::arg("feeds"), doc::kMicroStep);
   c.def(
-      "apply", [](Session& s) { return step_dict(without_gil([&] { return s.s->apply(); })); }, doc::kApply);
+      "apply", [](Session& s) { return step_dict(without_gil(s, [&] { return s.s->apply(); })); }, doc::kApply);
   c.def(
       "evaluate",
       [](Session& s, const py::dict& feeds) {
         Dataset d = checked_feeds(s, feeds);
-        EvalResult e = without_gil([&] { return s.s->evaluate(d); });
+        EvalResult e = without_gil(s, [&] { return s.s->evaluate(d); });
         py::dict r;
         r["loss"] = e.loss;
         if (e.has_accuracy) r["accuracy"] = e.accuracy;
@@ -284,7 +296,7 @@ void bind_steps(SessionClass& c) {
       [](Session& s, const py::dict& feeds, int64_t steps) {
         // For models/bench/python_overhead.py: the same steps as step(), looped in C++.
         Dataset d = checked_feeds(s, feeds);
-        return without_gil([&] {
+        return without_gil(s, [&] {
           const double t0 = thread_seconds();
           for (int64_t i = 0; i < steps; ++i) s.s->train_step(d.arrays());
           return thread_seconds() - t0;
@@ -300,13 +312,13 @@ void bind_state(SessionClass& c) {
   c.def(
       "save",
       [](const Session& s, const std::string& dir, int64_t epoch, int64_t position) {
-        without_gil([&] { s.s->save(dir, LoaderState{epoch, position}); });
+        without_gil(s, [&] { s.s->save(dir, LoaderState{epoch, position}); });
       },
       py::arg("dir"), py::arg("epoch") = 0, py::arg("position") = 0, doc::kSave);
   c.def(
       "load",
       [](Session& s, const std::string& dir) {
-        LoaderState l = without_gil([&] { return s.s->load(dir); });
+        LoaderState l = without_gil(s, [&] { return s.s->load(dir); });
         py::dict r;
         r["epoch"] = l.epoch;
         r["position"] = l.position;
@@ -315,12 +327,12 @@ void bind_state(SessionClass& c) {
       },
       py::arg("dir"), doc::kLoad);
   c.def(
-      "export", [](const Session& s, const std::string& path) { without_gil([&] { s.s->export_inference(path); }); },
+      "export", [](const Session& s, const std::string& path) { without_gil(s, [&] { s.s->export_inference(path); }); },
       py::arg("path"), doc::kExport);
   c.def(
-      "parameters", [](const Session& s) { return tensors_dict(*s.s, s.s->parameter_names()); }, doc::kParameters);
+      "parameters", [](const Session& s) { return tensors_dict(s, true); }, doc::kParameters);
   c.def(
-      "state", [](const Session& s) { return tensors_dict(*s.s, s.s->state_names()); }, doc::kState);
+      "state", [](const Session& s) { return tensors_dict(s, false); }, doc::kState);
   c.def(
       "set_parameters",
       [](Session& s, const py::dict& values) {
@@ -329,7 +341,7 @@ void bind_state(SessionClass& c) {
           std::string name = take<std::string>(k, "set_parameters: parameter name");
           t[name] = tensor_from_array(v, "set_parameters: ", name);
         }
-        s.s->set_parameters(t);
+        without_gil(s, [&] { s.s->set_parameters(t); });
       },
       py::arg("values"), doc::kSetParameters);
 }

@@ -142,3 +142,31 @@ def test_long_calls_release_the_gil(digits):
         sys.setswitchinterval(old)
         worker.join()
     assert during, "the main thread could not run while evaluate() ran: the GIL was held"
+
+
+def test_threads_sharing_a_session_take_turns(digits):
+    # Calls release the GIL, so two threads can call one session at once: they must take turns
+    # (a lock per session), giving every step once and the same result as one thread in some order.
+    s = otter.TrainingSession(MLP, device="cpu", batch_size=16, optimizer={"type": "sgd", "lr": 0.1})
+    feeds = batch(digits, 0, s.global_batch)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(25):
+                s.step(feeds)
+                s.parameters()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and s.steps_taken == 50
+    alone = otter.TrainingSession(MLP, device="cpu", batch_size=16, optimizer={"type": "sgd", "lr": 0.1})
+    for _ in range(50):
+        alone.step(feeds)
+    for k, v in alone.parameters().items():
+        assert np.array_equal(v, s.parameters()[k])
