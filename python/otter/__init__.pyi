@@ -6,28 +6,31 @@ import numpy as np
 import numpy.typing as npt
 
 __version__: str
+__all__ = ["Error", "Graph", "TrainingSession", "list_passes", "run_passes", "__version__"]
 
 class Error(ValueError):
     """An otter error: a bad feed, option, model, pipeline or checkpoint; the message names it."""
 
-class StepResult(TypedDict):
+# Typing helpers (names with a leading underscore exist only in this stub).
+
+class _StepResult(TypedDict):
     loss: float
     lr: float
     loss_scale: float
     skipped: bool
     step: int
 
-class EvalResult(TypedDict, total=False):
+class _EvalResult(TypedDict, total=False):
     loss: float
     accuracy: float
     samples: int
 
-class LoaderPosition(TypedDict):
+class _LoaderPosition(TypedDict):
     epoch: int
     position: int
     step: int
 
-class OptimizerOptions(TypedDict, total=False):
+class _OptimizerOptions(TypedDict, total=False):
     type: Literal["sgd", "momentum", "adam", "adamw"]
     lr: float
     beta1: float
@@ -42,7 +45,7 @@ class OptimizerOptions(TypedDict, total=False):
     total: int
     min_lr: float
 
-Feeds = Mapping[str, npt.ArrayLike]
+_Feeds = Mapping[str, npt.ArrayLike]
 
 class TrainingSession:
     """Trains an ONNX model with the options of `otter-train train`; None keeps the C++ default."""
@@ -59,19 +62,19 @@ class TrainingSession:
         init_scale: float | None = ...,
         scale_interval: int | None = ...,
         accum: int | None = ...,
-        optimizer: Literal["sgd", "momentum", "adam", "adamw"] | OptimizerOptions | None = ...,
+        optimizer: Literal["sgd", "momentum", "adam", "adamw"] | _OptimizerOptions | None = ...,
         freeze: str | Sequence[str] | None = ...,
         batch_size: int | None = ...,
         eval_batch_size: int | None = ...,
         seed: int | None = ...,
         device: Literal["auto", "cpu", "cuda"] | None = ...,
     ) -> None: ...
-    def step(self, feeds: Feeds) -> StepResult: ...
-    def micro_step(self, feeds: Feeds) -> None: ...
-    def apply(self) -> StepResult: ...
-    def evaluate(self, feeds: Feeds) -> EvalResult: ...
+    def step(self, feeds: _Feeds) -> _StepResult: ...
+    def micro_step(self, feeds: _Feeds) -> None: ...
+    def apply(self) -> _StepResult: ...
+    def evaluate(self, feeds: _Feeds) -> _EvalResult: ...
     def save(self, dir: str, epoch: int = 0, position: int = 0) -> None: ...
-    def load(self, dir: str) -> LoaderPosition: ...
+    def load(self, dir: str) -> _LoaderPosition: ...
     def export(self, path: str) -> None: ...
     def parameters(self) -> dict[str, np.ndarray]:
         """Copies of the trained parameters (not views)."""
