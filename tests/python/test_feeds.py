@@ -146,14 +146,16 @@ def test_long_calls_release_the_gil(digits):
 
 def test_threads_sharing_a_session_take_turns(digits):
     # Calls release the GIL, so two threads can call one session at once: they must take turns
-    # (a lock per session), giving every step once and the same result as one thread in some order.
-    s = otter.TrainingSession(MLP, device="cpu", batch_size=16, optimizer={"type": "sgd", "lr": 0.1})
+    # (a lock per session), giving every step once and the same result as one thread. Steps of K=4
+    # micro-steps interleaved without the lock would break the micro-step count or the state.
+    options = dict(device="cpu", batch_size=64, accum=4, optimizer={"type": "sgd", "lr": 0.01})
+    s = otter.TrainingSession(MLP, **options)
     feeds = batch(digits, 0, s.global_batch)
     errors = []
 
     def work():
         try:
-            for _ in range(25):
+            for _ in range(40):
                 s.step(feeds)
                 s.parameters()
         except Exception as e:  # noqa: BLE001 - reported below
@@ -164,9 +166,9 @@ def test_threads_sharing_a_session_take_turns(digits):
         t.start()
     for t in threads:
         t.join()
-    assert not errors and s.steps_taken == 50
-    alone = otter.TrainingSession(MLP, device="cpu", batch_size=16, optimizer={"type": "sgd", "lr": 0.1})
-    for _ in range(50):
+    assert not errors and s.steps_taken == 80
+    alone = otter.TrainingSession(MLP, **options)
+    for _ in range(80):
         alone.step(feeds)
     for k, v in alone.parameters().items():
         assert np.array_equal(v, s.parameters()[k])
