@@ -12,7 +12,11 @@
 namespace otter {
 
 Dataset Dataset::from_npz(const std::string& path, const std::vector<const Value*>& wanted) {
-  NpzArchive a = read_npz(path);
+  return from_arrays(read_npz(path), wanted);
+}
+
+Dataset Dataset::from_arrays(const NpzArchive& a, const std::vector<const Value*>& wanted) {
+  const std::string& path = a.path;
   Dataset d;
   d.path_ = path;
   d.size_ = -1;

@@ -12,11 +12,16 @@
 
 namespace otter {
 
+struct NpzArchive;
+
 class Dataset {
  public:
   // Reads `path` and keeps the arrays named in `names` (all must exist, share the sample count,
   // and match the dtype and the non-sample dims of the graph values of those names, when given).
   static Dataset from_npz(const std::string& path, const std::vector<const Value*>& wanted);
+  // The same checks over arrays already in memory (kept without copying); `a.path` names them in
+  // messages (the Python API passes its feeds as "feeds").
+  static Dataset from_arrays(const NpzArchive& a, const std::vector<const Value*>& wanted);
   int64_t size() const { return size_; }
   const std::map<std::string, Tensor>& arrays() const { return arrays_; }
   // Rows `indices` of every array, in that order.

@@ -9,6 +9,7 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
+#include "passes/mixed_precision.h"
 #include "runtime/constant_eval.h"
 
 namespace otter {
@@ -209,26 +210,52 @@ void TrainingSession::run_program(Executor& ex, const std::map<std::string, Tens
 
 StepResult TrainingSession::train_step(const std::map<std::string, Tensor>& batch) {
   const int64_t k_steps = opts_.pipeline.accum, b = opts_.batch_size;
-  std::vector<std::map<std::string, Tensor>> micro(static_cast<size_t>(k_steps));
+  OTTER_CHECK(losses_.empty(), "train_step: ", losses_.size(), " micro-step(s) taken without apply()");
   for (const Value* in : batch_inputs()) {
     auto it = batch.find(in->name());
     OTTER_CHECK(it != batch.end(), "train_step: the batch has no array '", in->name(), "' (", in->type_string(), ")");
     const Tensor& t = it->second;
     OTTER_CHECK(t.rank() >= 1 && t.dim(0) == k_steps * b, "train_step: array '", in->name(), "' is ", t.describe(),
                 "; a step takes K*b = ", k_steps, "*", b, " = ", k_steps * b, " samples");
-    for (int64_t k = 0; k < k_steps; ++k) micro[k][in->name()] = device_->to_device(rows(t, k * b, b));
   }
-  std::vector<Tensor> losses;
-  std::map<std::string, Tensor> out;
+  std::map<std::string, Tensor> micro;
   for (int64_t k = 0; k < k_steps; ++k) {
-    micro_->set_first_micro_step(k == 0);
-    run_program(*micro_, micro[k], &out);
-    losses.push_back(out.at(loss_name_));
+    for (const Value* in : batch_inputs()) micro[in->name()] = rows(batch.at(in->name()), k * b, b);
+    micro_step(micro);
   }
+  return apply();
+}
+
+void TrainingSession::micro_step(const std::map<std::string, Tensor>& micro_batch) {
+  const int64_t k_steps = opts_.pipeline.accum, b = opts_.batch_size;
+  OTTER_CHECK(pending_micro_steps() < k_steps, "micro_step: the ", k_steps,
+              " micro-steps of this optimizer step are taken; call apply()");
+  std::map<std::string, Tensor> feeds;
+  for (const Value* in : batch_inputs()) {
+    auto it = micro_batch.find(in->name());
+    OTTER_CHECK(it != micro_batch.end(), "micro_step: the micro-batch has no array '", in->name(), "' (",
+                in->type_string(), ")");
+    const Tensor& t = it->second;
+    OTTER_CHECK(t.rank() >= 1 && t.dim(0) == b, "micro_step: array '", in->name(), "' is ", t.describe(),
+                "; a micro-step takes b = ", b, " samples");
+    feeds[in->name()] = device_->to_device(t);
+  }
+  std::map<std::string, Tensor> out;
+  micro_->set_first_micro_step(losses_.empty());
+  run_program(*micro_, feeds, &out);
+  losses_.push_back(out.at(loss_name_));
+}
+
+StepResult TrainingSession::apply() {
+  const int64_t k_steps = opts_.pipeline.accum;
+  OTTER_CHECK(pending_micro_steps() == k_steps, "apply: an optimizer step takes K = ", k_steps, " micro-steps, ",
+              pending_micro_steps(), " were taken");
+  std::map<std::string, Tensor> out;
   run_program(*apply_, {}, &out);  // reads state only
 
   // The one host synchronisation of the step: the K losses and the apply program's metrics.
-  std::vector<Tensor> metrics = losses;
+  std::vector<Tensor> metrics = std::move(losses_);
+  losses_.clear();
   metrics.push_back(out.at(lr_name_));
   metrics.push_back(out.at(finite_name_));
   if (!scale_name_.empty()) metrics.push_back(state_.at(scale_name_));
@@ -255,6 +282,31 @@ Tensor TrainingSession::tensor(const std::string& name) const {
 }
 
 std::vector<std::string> TrainingSession::state_names() const { return state_order_; }
+
+std::vector<std::string> TrainingSession::parameter_names() const {
+  std::vector<std::string> names;
+  for (const auto& [p, acc] : graph_->gradients) names.push_back(p->name());
+  return names;
+}
+
+void TrainingSession::set_parameters(const std::map<std::string, Tensor>& values) {
+  std::set<std::string> trained;
+  for (const std::string& n : parameter_names()) trained.insert(n);
+  std::map<std::string, Tensor> updates;
+  for (const auto& [name, t] : values) {
+    const Value* v = graph_->find_value(name);
+    OTTER_CHECK(v && trained.count(name), "set_parameters: '", name, "' is not a trained parameter");
+    OTTER_CHECK(t.on_host() && t.dtype() == v->dtype() && Shape::of(t.dims()) == v->shape(), "set_parameters: '", name,
+                "' is ", t.describe(), ", the parameter is ", v->type_string());
+    updates[name] = t.clone();
+    // Mixed precision keeps a rounded half copy of the weight as state, written by the same update.
+    const Node* update = graph_->state_updates.at(const_cast<Value*>(v))->producer();
+    for (const auto& [s, u] : graph_->state_updates)
+      if (u->producer() == update && s != v && (s->dtype() == DataType::kFloat16 || s->dtype() == DataType::kBFloat16))
+        updates[s->name()] = convert_float_tensor(t, s->dtype());
+  }
+  for (auto& [name, t] : updates) state_[name] = device_->to_device(t);
+}
 
 // ---- checkpoints ---------------------------------------------------------------------------------
 

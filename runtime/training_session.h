@@ -91,6 +91,12 @@ class TrainingSession {
   // accumulators, the others add), then the apply program once. The metrics are copied to the
   // host once, after the apply program.
   StepResult train_step(const std::map<std::string, Tensor>& batch);
+  // The same step driven by the caller: micro_step() K times, each on a micro-batch of b samples
+  // (the first of a step writes the accumulators, the others add), then apply() once, which runs
+  // the optimizer and reports the mean of the K losses. train_step is exactly these calls.
+  void micro_step(const std::map<std::string, Tensor>& micro_batch);
+  StepResult apply();
+  int64_t pending_micro_steps() const { return static_cast<int64_t>(losses_.size()); }
   // Loss and accuracy with the current weights and BatchNorm running statistics, in eval mode.
   EvalResult evaluate(const Dataset& data);
 
@@ -117,6 +123,12 @@ class TrainingSession {
   // Host copies of the persistent tensors (parameters, moments, counters, running statistics).
   Tensor tensor(const std::string& name) const;
   std::vector<std::string> state_names() const;
+  // The trainable parameters (those the optimizer updates), in graph order.
+  std::vector<std::string> parameter_names() const;
+  // Replaces parameters by name (host tensors of the same dtype and shape; copied), and the
+  // half-precision copies mixed precision keeps of them. Fails, changing nothing, on an unknown
+  // name or a dtype or shape mismatch.
+  void set_parameters(const std::map<std::string, Tensor>& values);
 
  private:
   TrainingSession() = default;
@@ -136,6 +148,7 @@ class TrainingSession {
   std::vector<std::string> state_order_;  // graph order, for checkpoints
   std::set<std::string> accumulators_;    // not checkpointed: each step rewrites them first
   std::string loss_name_, lr_name_, finite_name_, scale_name_;
+  std::vector<Tensor> losses_;  // of the micro-steps taken since the last apply()
   int64_t step_ = 0;
 };
 

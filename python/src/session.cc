@@ -1,0 +1,386 @@
+// otter.TrainingSession: runtime/training_session.h over numpy feeds. The keyword arguments map to
+// TrainingOptions in one function (training_options), with otter-train train's meanings; options
+// not given keep the C++ defaults.
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+
+#include "convert.h"
+#include "graph/error.h"
+#include "module.h"
+#include "runtime/dataset.h"
+#include "runtime/training_session.h"
+
+namespace py = pybind11;
+
+namespace otter::python {
+
+namespace {
+
+template <typename T>
+const char* type_words() {
+  if constexpr (std::is_same_v<T, int64_t>)
+    return "an integer";
+  else if constexpr (std::is_same_v<T, double>)
+    return "a number";
+  else if constexpr (std::is_same_v<T, bool>)
+    return "True or False";
+  else if constexpr (std::is_same_v<T, std::string>)
+    return "a string";
+  else
+    return "a list of strings";
+}
+
+template <typename T>
+T take(const py::handle& v, const char* what) {
+  // No silent narrowing: an integer option takes a Python int (not a float or a bool).
+  const bool ok = std::is_same_v<T, int64_t> ? PyIndex_Check(v.ptr()) && !py::isinstance<py::bool_>(v)
+                  : std::is_same_v<T, bool>  ? py::isinstance<py::bool_>(v)
+                                             : true;
+  try {
+    if (ok) return v.cast<T>();
+  } catch (const py::cast_error&) {
+  }
+  fail(what, ": expected ", type_words<T>(), ", got ", std::string(py::repr(v)));
+}
+
+std::vector<std::string> string_list(const py::handle& v, const char* what) {
+  if (py::isinstance<py::str>(v)) {  // "a,b" as on the command line
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : v.cast<std::string>() + ",") {
+      if (c != ',')
+        cur += c;
+      else if (!cur.empty())
+        out.push_back(std::exchange(cur, ""));
+    }
+    return out;
+  }
+  return take<std::vector<std::string>>(v, what);
+}
+
+// optimizer="adamw" or optimizer={"type": "adamw", "lr": 0.01, ...}: OptimizerConfig's fields.
+OptimizerConfig optimizer_options(const py::handle& v) {
+  OptimizerConfig c;
+  if (py::isinstance<py::str>(v)) {
+    c.type = v.cast<std::string>();
+    return c;
+  }
+  OTTER_CHECK(py::isinstance<py::dict>(v), "optimizer: expected a name or a dict, got ", std::string(py::repr(v)));
+  for (auto [key, val] : v.cast<py::dict>()) {
+    const std::string k = take<std::string>(key, "optimizer option name");
+    const std::string what = "optimizer['" + k + "']";
+    const char* w = what.c_str();
+    if (k == "type" || k == "name")
+      c.type = take<std::string>(val, w);
+    else if (k == "lr")
+      c.lr = take<double>(val, w);
+    else if (k == "beta1")
+      c.beta1 = take<double>(val, w);
+    else if (k == "beta2")
+      c.beta2 = take<double>(val, w);
+    else if (k == "eps")
+      c.eps = take<double>(val, w);
+    else if (k == "weight_decay")
+      c.weight_decay = take<double>(val, w);
+    else if (k == "momentum")
+      c.momentum = take<double>(val, w);
+    else if (k == "nesterov")
+      c.nesterov = take<bool>(val, w);
+    else if (k == "clip_norm")
+      c.clip_norm = take<double>(val, w);
+    else if (k == "schedule")
+      c.schedule = take<std::string>(val, w);
+    else if (k == "warmup")
+      c.warmup = take<int64_t>(val, w);
+    else if (k == "total")
+      c.total = take<int64_t>(val, w);
+    else if (k == "min_lr")
+      c.min_lr = take<double>(val, w);
+    else
+      fail("optimizer: unknown option '", k, "' (type, lr, beta1, beta2, eps, weight_decay, momentum, nesterov, ",
+           "clip_norm, schedule, warmup, total, min_lr)");
+  }
+  OTTER_CHECK(c.schedule == "constant" || c.total > 0, "optimizer: schedule '", c.schedule,
+              "' needs 'total', the optimizer steps it spans (otter-train sets it from --epochs or --steps)");
+  return c;
+}
+
+// loss_scale="dynamic" | "off" | a number (a fixed scale), as otter-train's --loss-scale.
+void loss_scale_option(const py::handle& v, TrainingPipelineOptions& p) {
+  if (py::isinstance<py::str>(v)) {
+    p.loss_scale = v.cast<std::string>();
+    return;
+  }
+  const double s = take<double>(v, "loss_scale");
+  OTTER_CHECK(s > 0 && std::isfinite(s), "loss_scale must be dynamic, off or a positive number, got ", s);
+  p.loss_scale = "static";
+  p.init_scale = s;
+}
+
+}  // namespace
+
+// The one place that maps Python keyword arguments to the C++ options (see module.h).
+TrainingOptions training_options(const py::kwargs& kw) {
+  TrainingOptions o;
+  o.device = "auto";  // as otter-train's --device
+  TrainingPipelineOptions& p = o.pipeline;
+  for (auto [key, v] : kw) {
+    const std::string k = key.cast<std::string>();
+    if (v.is_none()) continue;  // None: the default
+    const char* w = k.c_str();
+    if (k == "loss")
+      p.loss = take<std::string>(v, w);
+    else if (k == "output")
+      p.output = take<std::string>(v, w);
+    else if (k == "labels")
+      p.labels = take<std::string>(v, w);
+    else if (k == "precision")
+      p.precision = take<std::string>(v, w);
+    else if (k == "loss_scale")
+      loss_scale_option(v, p);
+    else if (k == "init_scale")
+      p.init_scale = take<double>(v, w);
+    else if (k == "scale_interval")
+      p.scale_interval = take<int64_t>(v, w);
+    else if (k == "accum")
+      p.accum = take<int64_t>(v, w);
+    else if (k == "optimizer")
+      p.optimizer = optimizer_options(v);
+    else if (k == "freeze")
+      p.freeze = string_list(v, w);
+    else if (k == "batch_size")
+      o.batch_size = take<int64_t>(v, w);
+    else if (k == "eval_batch_size")
+      o.eval_batch_size = take<int64_t>(v, w);
+    else if (k == "seed")
+      o.seed = take<int64_t>(v, w);
+    else if (k == "device")
+      o.device = take<std::string>(v, w);
+    else
+      fail("TrainingSession: unknown option '", k, "' (loss, output, labels, precision, loss_scale, init_scale, ",
+           "scale_interval, accum, optimizer, freeze, batch_size, eval_batch_size, seed, device)");
+  }
+  return o;
+}
+
+// TrainingSession's docstring, with the defaults read from the C++ option structs.
+std::string session_doc() {
+  const TrainingOptions o;
+  const OptimizerConfig c;
+  std::ostringstream s;
+  s << "TrainingSession(model_path, **options)\n\n"
+    << "Trains an ONNX model with the options of `otter-train train` (docs: README.md, 'Python API'):\n"
+    << "  loss='" << o.pipeline.loss << "' (ce | mse | model:NAME), output=None, labels='" << o.pipeline.labels
+    << "',\n"
+    << "  precision='" << o.pipeline.precision << "' (fp32 | fp16 | bf16), loss_scale=None ('dynamic' | 'off' |\n"
+    << "  a fixed number; default dynamic for fp16), init_scale=" << o.pipeline.init_scale
+    << ", scale_interval=" << o.pipeline.scale_interval << ",\n"
+    << "  accum=" << o.pipeline.accum << " (K), batch_size=" << o.batch_size
+    << " (micro-batch b), eval_batch_size=" << o.eval_batch_size << ", seed=" << o.seed << ",\n"
+    << "  freeze=None (globs, a list or 'a,b'), device='auto' (auto | cpu | cuda),\n"
+    << "  optimizer='" << c.type << "' or a dict with type, lr=" << c.lr << ", beta1=" << c.beta1
+    << ", beta2=" << c.beta2 << ", eps=" << c.eps << ",\n"
+    << "    weight_decay (0.01 for adamw, else 0), momentum (0.9 for type momentum, else 0), nesterov,\n"
+    << "    clip_norm, schedule='" << c.schedule << "' (constant | linear-warmup | cosine), warmup, total\n"
+    << "    (steps the schedule spans; needed by non-constant schedules), min_lr.\n"
+    << "Options not given (or None) keep these defaults, which come from the C++ structs.";
+  return s.str();
+}
+
+namespace {
+
+py::dict step_dict(const StepResult& r) {
+  py::dict d;
+  d["loss"] = r.loss;
+  d["lr"] = r.lr;
+  d["loss_scale"] = r.loss_scale;
+  d["skipped"] = r.skipped;
+  d["step"] = r.step;
+  return d;
+}
+
+// A session and, as otter-train has, the evaluation graph of the same options as a probe of the
+// arrays a data set must provide (model inputs, batch dim unpinned, and labels): feeds are checked
+// against it, so their errors read as otter-train's do for a data file.
+struct Session {
+  Session(const std::string& model, const TrainingOptions& o)
+      : probe(model, o.pipeline, cpu_device()), inputs(probe.data_inputs()), s(TrainingSession::create(model, o)) {}
+  Evaluator probe;
+  std::vector<const Value*> inputs;
+  std::unique_ptr<TrainingSession> s;
+  mutable std::mutex mu;  // one call at a time: the C++ session is not thread-safe
+};
+
+// Feeds checked as otter-train checks its data files, kept as views of the numpy buffers.
+Dataset checked_feeds(const Session& s, const py::dict& feeds) {
+  return Dataset::from_arrays(feeds_archive(feeds, s.inputs), s.inputs);
+}
+
+}  // namespace
+
+// CPU time of the calling thread (the clock of Python's time.thread_time).
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Runs f() with the GIL released (the numpy arrays it reads are kept alive by the tensors) and the
+// session locked, so that Python threads sharing a session take turns instead of racing.
+template <typename F>
+auto without_gil(const Session& s, F&& f) {
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(s.mu);
+  return f();
+}
+
+// Numpy copies of persistent tensors: host copies taken under the lock, arrays made with the GIL.
+py::dict tensors_dict(const Session& s, bool parameters_only) {
+  auto host = without_gil(s, [&] {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (const std::string& n : parameters_only ? s.s->parameter_names() : s.s->state_names())
+      out.emplace_back(n, s.s->tensor(n));
+    return out;
+  });
+  py::dict d;
+  for (const auto& [n, t] : host) d[py::str(n)] = array_from_tensor(t);
+  return d;
+}
+
+using SessionClass = py::class_<Session>;
+
+// Construction and the training calls.
+void bind_steps(SessionClass& c) {
+  c.def(py::init([](const std::string& model, const py::kwargs& kw) {
+          TrainingOptions o = training_options(kw);
+          py::gil_scoped_release nogil;
+          return std::make_unique<Session>(model, o);
+        }),
+        py::arg("model_path"), doc::kSession);
+  c.def(
+      "step",
+      [](Session& s, const py::dict& feeds) {
+        Dataset d = checked_feeds(s, feeds);
+        return step_dict(without_gil(s, [&] { return s.s->train_step(d.arrays()); }));
+      },
+      py::arg("feeds"), doc::kStep);
+  c.def(
+      "micro_step",
+      [](Session& s, const py::dict& feeds) {
+        Dataset d = checked_feeds(s, feeds);
+        without_gil(s, [&] { s.s->micro_step(d.arrays()); });
+      },
+      py::arg("feeds"), doc::kMicroStep);
+  c.def(
+      "apply", [](Session& s) { return step_dict(without_gil(s, [&] { return s.s->apply(); })); }, doc::kApply);
+  c.def(
+      "evaluate",
+      [](Session& s, const py::dict& feeds) {
+        Dataset d = checked_feeds(s, feeds);
+        EvalResult e = without_gil(s, [&] { return s.s->evaluate(d); });
+        py::dict r;
+        r["loss"] = e.loss;
+        if (e.has_accuracy) r["accuracy"] = e.accuracy;
+        r["samples"] = e.samples;
+        return r;
+      },
+      py::arg("feeds"), doc::kEvaluate);
+  c.def(
+      "_time_steps",
+      [](Session& s, const py::dict& feeds, int64_t steps) {
+        // For models/bench/python_overhead.py: the same steps as step(), looped in C++.
+        Dataset d = checked_feeds(s, feeds);
+        return without_gil(s, [&] {
+          const double t0 = thread_seconds();
+          for (int64_t i = 0; i < steps; ++i) s.s->train_step(d.arrays());
+          return thread_seconds() - t0;
+        });
+      },
+      py::arg("feeds"), py::arg("steps"),
+      "For benchmarks: CPU seconds of this thread (time.thread_time's clock) for `steps` step(feeds) calls made "
+      "from C++.");
+}
+
+// Checkpoints, export and the weights.
+void bind_state(SessionClass& c) {
+  c.def(
+      "save",
+      [](const Session& s, const std::string& dir, int64_t epoch, int64_t position) {
+        without_gil(s, [&] { s.s->save(dir, LoaderState{epoch, position}); });
+      },
+      py::arg("dir"), py::arg("epoch") = 0, py::arg("position") = 0, doc::kSave);
+  c.def(
+      "load",
+      [](Session& s, const std::string& dir) {
+        LoaderState l = without_gil(s, [&] { return s.s->load(dir); });
+        py::dict r;
+        r["epoch"] = l.epoch;
+        r["position"] = l.position;
+        r["step"] = s.s->steps_taken();
+        return r;
+      },
+      py::arg("dir"), doc::kLoad);
+  c.def(
+      "export", [](const Session& s, const std::string& path) { without_gil(s, [&] { s.s->export_inference(path); }); },
+      py::arg("path"), doc::kExport);
+  c.def(
+      "parameters", [](const Session& s) { return tensors_dict(s, true); }, doc::kParameters);
+  c.def(
+      "state", [](const Session& s) { return tensors_dict(s, false); }, doc::kState);
+  c.def(
+      "set_parameters",
+      [](Session& s, const py::dict& values) {
+        std::map<std::string, Tensor> t;
+        for (auto [k, v] : values) {
+          std::string name = take<std::string>(k, "set_parameters: parameter name");
+          t[name] = tensor_from_array(v, "set_parameters: ", name);
+        }
+        without_gil(s, [&] { s.s->set_parameters(t); });
+      },
+      py::arg("values"), doc::kSetParameters);
+}
+
+void bind_properties(SessionClass& c) {
+  auto prop = [&](const char* name, auto get, const char* help) {
+    c.def_property_readonly(
+        name, [get](const Session& s) { return get(*s.s); }, help);
+  };
+  prop(
+      "pipeline", [](const TrainingSession& s) { return s.pipeline(); }, "The training pipeline (--print-pipeline).");
+  prop(
+      "batch_size", [](const TrainingSession& s) { return s.options().batch_size; }, "The micro-batch b.");
+  prop(
+      "accum", [](const TrainingSession& s) { return s.options().pipeline.accum; }, "Micro-batches per step, K.");
+  prop(
+      "global_batch", [](const TrainingSession& s) { return s.global_batch(); }, "Rows step() takes: K*b.");
+  prop(
+      "steps_taken", [](const TrainingSession& s) { return s.steps_taken(); }, "Optimizer steps taken so far.");
+  prop(
+      "pending_micro_steps", [](const TrainingSession& s) { return s.pending_micro_steps(); },
+      "Micro-steps taken since the last apply().");
+  prop(
+      "device", [](const TrainingSession& s) { return s.device().describe(); }, "The device, in words.");
+  prop(
+      "inputs",
+      [](const TrainingSession& s) {
+        py::dict d;
+        for (const Value* v : s.batch_inputs()) d[py::str(v->name())] = v->type_string();
+        return d;
+      },
+      "Arrays a micro-batch provides: name -> type (dim 0 pinned to b).");
+}
+
+void bind_session(py::module_& m) {
+  SessionClass c(m, "TrainingSession");
+  bind_steps(c);
+  bind_state(c);
+  bind_properties(c);
+}
+
+}  // namespace otter::python
