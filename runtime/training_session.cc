@@ -10,6 +10,7 @@
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
 #include "runtime/constant_eval.h"
+#include "runtime/initial_values.h"
 
 namespace otter {
 
@@ -154,6 +155,8 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   s->graph_ = import_onnx_file(model_path);
   Graph& g = *s->graph_;
   s->fingerprint_ = model_fingerprint(g);
+  const LoraOptions* lora = opts.pipeline.lora.targets.empty() ? nullptr : &opts.pipeline.lora;
+  apply_initial_values(g, opts.init, opts.init_source, lora);
   pin_batch(g, opts.batch_size);
   run_pipeline(g, s->pipeline_);
 
@@ -161,6 +164,8 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   // CPU they are the graph's own buffers (the session owns the graph; no second copy of the
   // weights, moments and accumulators), updated in place.
   for (auto& [p, acc] : g.gradients) s->accumulators_.insert(acc->name());
+  for (const auto& [name, t] : opts.init)
+    if (!is_lora_adapter_name(name)) s->fixed_[name] = s->device_->to_device(t);
   std::set<const void*> shared;
   for (const Value* v : g.values()) {
     bool persistent = v->kind() == ValueKind::kState ||
@@ -245,7 +250,9 @@ StepResult TrainingSession::train_step(const std::map<std::string, Tensor>& batc
 
 EvalResult TrainingSession::evaluate(const Dataset& data) {
   if (!evaluator_) evaluator_ = std::make_unique<Evaluator>(model_path_, opts_.pipeline, *device_);
-  return evaluator_->run(data, opts_.eval_batch_size, state_);
+  std::map<std::string, Tensor> weights = state_;
+  weights.insert(fixed_.begin(), fixed_.end());  // frozen weights given initial values
+  return evaluator_->run(data, opts_.eval_batch_size, weights);
 }
 
 Tensor TrainingSession::tensor(const std::string& name) const {
@@ -335,10 +342,22 @@ void TrainingSession::export_inference(const std::string& path) const {
   auto g = import_onnx_file(model_path_);
   for (Value* v : g->values()) {
     if (v->kind() != ValueKind::kInitializer && v->kind() != ValueKind::kState) continue;
-    auto it = state_.find(v->name());
-    if (it != state_.end()) v->set_data(device_->to_host(it->second));
+    const std::map<std::string, Tensor>& from = state_.count(v->name()) ? state_ : fixed_;
+    auto it = from.find(v->name());
+    if (it != from.end()) v->set_data(device_->to_host(it->second));
   }
+  std::map<std::string, Tensor> adapters;
+  for (auto& [name, t] : this->adapters()) adapters[name] = t;
+  if (!adapters.empty()) merge_lora(*g, adapters, opts_.pipeline.lora.scale());
   export_onnx_file(*g, path);
+}
+
+std::vector<std::pair<std::string, Tensor>> TrainingSession::adapters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  if (opts_.pipeline.lora.targets.empty()) return out;
+  for (const std::string& name : state_order_)
+    if (is_lora_adapter_name(name)) out.emplace_back(name, tensor(name));
+  return out;
 }
 
 }  // namespace otter
