@@ -26,6 +26,10 @@ Arrays in gpt/gpt_lora_refs.npz:
     merged/logits                             f32[BATCH,16,64] the merged model (plain nn.Linear
                                               weights, no adapters) on the first BATCH samples
 
+It also writes the README's fine-tuning task, counting: gpt/count_train.npz (512 sequences) and
+gpt/count_test.npz (128): tokens x_i = (s + k*i) mod 64 for i = 0..15 with seeded s in [0, 64) and
+step k in {1, 2, 3}, labels x_{i+1} (the next number; the first position cannot know k).
+
 Run: /usr/bin/python3 models/make_lora_refs.py
 Check an exported merged model: /usr/bin/python3 models/make_lora_refs.py --check-export OUT.onnx
 (onnx.checker, the merged weights within 1e-6 and every other initializer bitwise, and the
@@ -113,6 +117,15 @@ def data():
     return tokens, labels
 
 
+def counting(n, seed):
+    rng = np.random.RandomState(seed)
+    start = rng.randint(0, 64, (n, 1))
+    step = rng.randint(1, 4, (n, 1))
+    i = np.arange(17)[None, :]
+    seq = (start + step * i) % 64
+    return {"tokens": seq[:, :16].astype(np.int64), "labels": seq[:, 1:].astype(np.int64)}
+
+
 def gradients(init, tokens, labels, dtype, prefix):
     model, adapters = lora_model(init, dtype)
     loss = ce(model(tokens[:BATCH]), labels[:BATCH])
@@ -192,6 +205,8 @@ def main():
     tokens, labels = data()
     np.savez_compressed(os.path.join(HERE, "gpt", "lora_init.npz"), **init)
     np.savez_compressed(os.path.join(HERE, "gpt", "lora_train.npz"), tokens=tokens.numpy(), labels=labels.numpy())
+    np.savez_compressed(os.path.join(HERE, "gpt", "count_train.npz"), **counting(512, SEED + 1))
+    np.savez_compressed(os.path.join(HERE, "gpt", "count_test.npz"), **counting(128, SEED + 2))
     arrays = {"hp/rank": RANK, "hp/alpha": ALPHA, "hp/lr": LR, "hp/weight_decay": WEIGHT_DECAY,
               "hp/batch": BATCH, "hp/steps": STEPS}
     arrays = {k: np.array(v, dtype=np.float64) for k, v in arrays.items()}
