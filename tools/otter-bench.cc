@@ -222,10 +222,10 @@ std::string mib(int64_t bytes) {
   return b;
 }
 
-void print_row(const Result& r) {
+void print_row(const Result& r, bool with_plan = false) {
   std::printf("  %-16s %9.2f ms/step (min %.2f, max %.2f)  peak %s, process RSS %s\n", r.framework.c_str(),
               r.ms.median, r.ms.min, r.ms.max, mib(r.peak_bytes).c_str(), mib(r.peak_rss_bytes).c_str());
-  if (r.plan) print_plan(*r.plan, r.peak_bytes);
+  if (r.plan && with_plan) print_plan(*r.plan, r.peak_bytes);
 }
 
 std::string json_line(const BenchModel& m, const Settings& st, const Result& mine, const Result* torch) {
@@ -325,13 +325,13 @@ int run(int argc, char** argv) {
       p.lora = st.lora;
       std::printf("  LoRA: %s\n", lora_step(p).c_str());
     }
-    print_row(mine);
+    print_row(mine, !st.lora.targets.empty());
     if (args.has("vs-full")) {
       Settings full = st;
       full.lora = LoraOptions();
       full.precision = "fp32";
       std::printf("  full fine-tuning, fp32:\n");
-      print_row(bench_otter(m, full, data));
+      print_row(bench_otter(m, full, data), true);
     }
     if (st.profile) print_profile(OpProfile::global(), st.steps, mine.ms.median);
     if (theirs) {
