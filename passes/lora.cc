@@ -140,9 +140,9 @@ class LoraRewriter {
       *static_cast<uint8_t*>(on.raw()) = 1;
       Value* train = constant(train_, "lora.training_mode", on);
       // The mask output is what DropoutGrad reads.
-      Node* drop = g_.add_node("Dropout", {x, ratio, train},
-                               {g_.unique_name(name + ".lora_drop"), g_.unique_name(name + ".lora_drop_mask")}, "",
-                               before_);
+      Node* drop =
+          g_.add_node("Dropout", {x, ratio, train},
+                      {g_.unique_name(name + ".lora_drop"), g_.unique_name(name + ".lora_drop_mask")}, "", before_);
       x = finish(drop);
     }
     Value* u = nullptr;
@@ -200,7 +200,7 @@ void check_options(const LoraOptions& o) {
 // The weights the globs select, in initializer order, with their readers. Fails for a glob that
 // matches no initializer, or only initializers that are not MatMul/Gemm weights.
 std::vector<std::pair<Value*, std::vector<std::pair<Node*, bool>>>> select_targets(Graph& g, const LoraOptions& o,
-                                                                                  int64_t* skipped) {
+                                                                                   int64_t* skipped) {
   std::vector<std::pair<Value*, std::vector<std::pair<Node*, bool>>>> out;
   std::map<std::string, std::string> refused;  // first refusal per glob
   std::set<std::string> matched_any, matched_weight;
@@ -217,8 +217,10 @@ std::vector<std::pair<Value*, std::vector<std::pair<Node*, bool>>>> select_targe
     auto readers = weight_readers(*v, &why);
     for (const std::string& p : o.targets) {
       if (!glob_match(p, v->name())) continue;
-      if (why.empty()) matched_weight.insert(p);
-      else refused.emplace(p, str_cat("'", v->name(), "': ", why));
+      if (why.empty())
+        matched_weight.insert(p);
+      else
+        refused.emplace(p, str_cat("'", v->name(), "': ", why));
     }
     if (!why.empty()) {
       ++*skipped;
@@ -265,7 +267,8 @@ LoraOptions parse_lora_spec(const std::string& spec, const std::string& flag) {
     const double num = std::strtod(v.c_str(), &end);
     const bool is_num = !v.empty() && *end == 0 && std::isfinite(num);
     if (k == "rank") {
-      OTTER_CHECK(is_num && num >= 1 && num == std::floor(num), flag, ": rank must be a positive integer, got '", v, "'");
+      OTTER_CHECK(is_num && num >= 1 && num == std::floor(num), flag, ": rank must be a positive integer, got '", v,
+                  "'");
       o.rank = static_cast<int64_t>(num);
     } else if (k == "alpha") {
       OTTER_CHECK(is_num && num > 0, flag, ": alpha must be a positive number, got '", v, "'");
@@ -314,8 +317,10 @@ Tensor lora_init_a(const std::string& weight, int64_t rank, int64_t in, DataType
   for (int64_t i = 0; i < a.numel(); ++i) {
     const double u = static_cast<double>(gen() >> 11) * 0x1.0p-53;  // [0, 1), the same on every platform
     const double v = (2 * u - 1) * bound;
-    if (t == DataType::kFloat64) a.data<double>()[i] = v;
-    else a.data<float>()[i] = static_cast<float>(v);
+    if (t == DataType::kFloat64)
+      a.data<double>()[i] = v;
+    else
+      a.data<float>()[i] = static_cast<float>(v);
   }
   return a;
 }
@@ -348,7 +353,8 @@ int64_t merge_lora(Graph& g, const std::map<std::string, Tensor>& adapters, doub
   int64_t merged = 0;
   for (const auto& [name, a] : adapters) {
     std::string wname;
-    OTTER_CHECK(is_lora_adapter_name(name, &wname), "merge_lora: '", name, "' is not an adapter (W.lora_A or W.lora_B)");
+    OTTER_CHECK(is_lora_adapter_name(name, &wname), "merge_lora: '", name,
+                "' is not an adapter (W.lora_A or W.lora_B)");
     if (name != wname + kSuffixA) continue;
     auto bit = adapters.find(wname + kSuffixB);
     OTTER_CHECK(bit != adapters.end(), "merge_lora: '", name, "' has no '", wname, kSuffixB, "'");
@@ -368,8 +374,10 @@ int64_t merge_lora(Graph& g, const std::map<std::string, Tensor>& adapters, doub
         double d = 0;
         for (int64_t k = 0; k < r; ++k) d += b.get_as_double(o * r + k) * a.get_as_double(k * l.in + i);
         const int64_t at = l.in_out ? i * l.out + o : o * l.in + i;
-        if (out.dtype() == DataType::kFloat64) out.data<double>()[at] += scale * d;
-        else out.data<float>()[at] += static_cast<float>(scale * d);
+        if (out.dtype() == DataType::kFloat64)
+          out.data<double>()[at] += scale * d;
+        else
+          out.data<float>()[at] += static_cast<float>(scale * d);
       }
     w->set_data(out);
     ++merged;

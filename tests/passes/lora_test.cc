@@ -18,7 +18,7 @@ constexpr int64_t kIn = 5, kOut = 4, kRank = 2, kRows = 6;
 
 struct Layout {
   const char* name;
-  std::string body;   // the model's node(s); x's declared shape and W's in the header below
+  std::string body;  // the model's node(s); x's declared shape and W's in the header below
   std::string x_type, w_type;
   bool w_in_out, x_transposed;
   float gemm_alpha;
@@ -34,8 +34,9 @@ Tensor random(std::vector<int64_t> dims, std::mt19937& gen) {
 
 std::unique_ptr<Graph> model(const Layout& l) {
   std::string text = "<ir_version: 8, opset_import: [\"\" : 17]>\nm (float" + l.x_type + " x) => (float y)\n  <float" +
-                     l.w_type + " w = {" ;
-  for (int64_t i = 0; i < kIn * kOut; ++i) text += (i ? "," : "") + std::to_string(0.05 * static_cast<double>(i % 7) - 0.1);
+                     l.w_type + " w = {";
+  for (int64_t i = 0; i < kIn * kOut; ++i)
+    text += (i ? "," : "") + std::to_string(0.05 * static_cast<double>(i % 7) - 0.1);
   text += "}, float[4] c = {1, 2, 3, 4}>\n{\n" + l.body + "\n}\n";
   return import_onnx_text(text);
 }

@@ -126,8 +126,10 @@ TEST(LoraGpt, TenAdamWStepsMergedExportAndFrozenBase) {
     const Tensor& got = merged->value(v->name())->data();
     bool target = false;
     for (const char* t : kTargets) target |= v->name() == t;
-    if (target) EXPECT_LT(rel_err(got, lora_ref("merged/" + v->name())), 1e-6) << v->name();
-    else EXPECT_TRUE(got.bitwise_equal(v->data())) << v->name();
+    if (target)
+      EXPECT_LT(rel_err(got, lora_ref("merged/" + v->name())), 1e-6) << v->name();
+    else
+      EXPECT_TRUE(got.bitwise_equal(v->data())) << v->name();
   }
   lora_passes(*merged, "canonicalize");
   ExecutorOptions eo;
