@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <set>
@@ -17,6 +18,8 @@ namespace {
 
 constexpr const char* kSuffixA = ".lora_A";
 constexpr const char* kSuffixB = ".lora_B";
+constexpr const char* kFactsWeights = "otter.lora.weights";
+constexpr const char* kFactsScale = "otter.lora.scale";
 
 bool is_op(const Node* n, const char* op) { return n->domain().empty() && n->op_type() == op; }
 
@@ -341,12 +344,36 @@ LoraResult add_lora(Graph& g, const LoraOptions& o) {
     r.adapter_params += o.rank * (r.adapters.back().layout.in + r.adapters.back().layout.out);
   }
   r.branches = rw.branches();
+  std::string weights;
+  for (const LoraAdapter& ad : r.adapters) weights += (weights.empty() ? "" : ",") + ad.weight;
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "%.17g", o.scale());
+  g.metadata[kFactsWeights] = weights;
+  g.metadata[kFactsScale] = scale;
   for (Value* v : g.initializers())
     if (v->trainable() && !adapters.count(v->name())) {
       v->set_trainable(false);
       ++r.frozen;
     }
   return r;
+}
+
+LoraFacts lora_facts(const Graph& g) {
+  LoraFacts f;
+  auto w = g.metadata.find(kFactsWeights);
+  auto s = g.metadata.find(kFactsScale);
+  if (w == g.metadata.end() || s == g.metadata.end()) return f;
+  std::string cur;
+  for (char c : w->second + ",") {
+    if (c != ',') {
+      cur += c;
+      continue;
+    }
+    if (!cur.empty()) f.weights.push_back(cur);
+    cur.clear();
+  }
+  f.scale = std::strtod(s->second.c_str(), nullptr);
+  return f;
 }
 
 int64_t merge_lora(Graph& g, const std::map<std::string, Tensor>& adapters, double scale) {

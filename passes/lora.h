@@ -57,6 +57,14 @@ struct LoraResult {
 
 LoraResult add_lora(Graph& g, const LoraOptions& o);
 
+// What add_lora records in the graph (Graph::metadata, keys otter.lora.*), for the runtime: the
+// adapted weights, in order, and the scale alpha/r. Empty `weights` when the graph has no adapters.
+struct LoraFacts {
+  std::vector<std::string> weights;
+  double scale = 1;
+};
+LoraFacts lora_facts(const Graph& g);
+
 // The layout in which every reader of `w` uses it, or "" in `why_not` and a default layout when
 // some reader is not a MatMul/Gemm weight operand (then `why_not` names that reader).
 LoraLayout lora_layout(const Value& w, std::string* why_not);

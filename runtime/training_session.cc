@@ -348,15 +348,20 @@ void TrainingSession::export_inference(const std::string& path) const {
   }
   std::map<std::string, Tensor> adapters;
   for (auto& [name, t] : this->adapters()) adapters[name] = t;
-  if (!adapters.empty()) merge_lora(*g, adapters, opts_.pipeline.lora.scale());
+  if (!adapters.empty()) merge_lora(*g, adapters, lora_facts(*graph_).scale);
   export_onnx_file(*g, path);
 }
 
 std::vector<std::pair<std::string, Tensor>> TrainingSession::adapters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  if (opts_.pipeline.lora.targets.empty()) return out;
-  for (const std::string& name : state_order_)
-    if (is_lora_adapter_name(name)) out.emplace_back(name, tensor(name));
+  for (const std::string& w : lora_facts(*graph_).weights)
+    for (const char* suffix : {".lora_A", ".lora_B"}) {
+      const std::string name = w + suffix;
+      const Value* v = graph_->find_value(name);  // a frozen adapter (--freeze) is a constant
+      if (state_.count(name)) out.emplace_back(name, tensor(name));
+      else if (v && v->has_data() && v->dtype() == DataType::kFloat32) out.emplace_back(name, v->data().clone());
+      else fail("training session: adapter '", name, "' is frozen and held only in half precision");
+    }
   return out;
 }
 
