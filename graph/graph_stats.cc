@@ -200,8 +200,19 @@ void count_state(const Graph& g, const Value* v, const Sizer& s, GraphStats& st)
   else add_tensor(st.model_state, v, s);
 }
 
+void count_roles(const Graph& g, const Value* v, const Sizer& s, GraphStats& st) {
+  bool trained = v->trainable();
+  if (!g.gradients.empty()) {
+    trained = false;
+    for (const auto& [p, acc] : g.gradients) trained |= p == v;
+  }
+  if (trained) add_tensor(st.trainable_params, v, s);
+  else if (is_float(v->dtype()) && v->shape().rank_known && v->shape().rank() >= 1) add_tensor(st.frozen_params, v, s);
+}
+
 void count_tensors(const Graph& g, const Sizer& s, GraphStats& st) {
   for (const Value* v : g.values()) {
+    if (v->kind() == ValueKind::kInitializer) count_roles(g, v, s, st);
     if (v->kind() == ValueKind::kInput) {
       add_tensor(st.inputs, v, s);
     } else if (v->kind() == ValueKind::kInitializer) {
@@ -358,6 +369,16 @@ void print_graph_stats(const GraphStats& s, std::ostream& os) {
   os << "         half weight copies: " << total_str(s.half_copies) << "\n";
   os << "         loss scale: " << total_str(s.loss_scale) << "\n";
   os << "         model state: " << total_str(s.model_state) << "\n";
+  os << "  training memory: parameters trainable " << total_str(s.trainable_params) << ", frozen "
+     << total_str(s.frozen_params) << "\n";
+  os << "         gradients: trainable " << bytes_str(s.accumulators.bytes) << ", frozen 0 B; optimizer state: trainable "
+     << bytes_str(s.optimizer_state.bytes) << ", frozen 0 B\n";
+  const int64_t all = s.trainable_params.elements + s.frozen_params.elements;
+  if (s.trainable_params.elements >= 0 && s.frozen_params.elements >= 0 && all > 0) {
+    char frac[64];
+    std::snprintf(frac, sizeof frac, "%.3g%%", 100.0 * static_cast<double>(s.trainable_params.elements) / all);
+    os << "         trainable fraction: " << frac << " of " << all << " parameter elements\n";
+  }
   int64_t micro = s.forward_flops;
   add_known(micro, s.backward_flops);
   std::string note = unbound_note(s);
@@ -412,6 +433,8 @@ void write_graph_stats_json(const GraphStats& s, JsonWriter& w) {
   }
   w.end_array();
   write_total(w, "constants", s.constants);
+  write_total(w, "trainable_parameters", s.trainable_params);
+  write_total(w, "frozen_parameters", s.frozen_params);
   write_total(w, "accumulators", s.accumulators);
   write_total(w, "optimizer_state", s.optimizer_state);
   write_total(w, "half_copies", s.half_copies);

@@ -62,6 +62,11 @@ struct GraphStats {
   // copies of the weights (mixed precision); the loss scale with its good-step count; the rest
   // (model state such as BatchNorm running statistics).
   TensorTotal accumulators, optimizer_state, half_copies, loss_scale, model_state;
+  // Parameters by role: trainable (those with a gradient; every trainable initializer when no
+  // backward graph was built) and frozen (every other float initializer of rank >= 1: weights that
+  // are not trained, held in the precision they are stored in, e.g. bf16 copies under LoRA). The
+  // gradients (accumulators) and the optimizer state belong to the trainable ones only.
+  TensorTotal trainable_params, frozen_params;
   int64_t forward_flops = 0, backward_flops = 0, apply_flops = 0;  // -1: unknown
   int64_t activation_peak_bytes = 0;  // -1: unknown
   std::string activation_peak_at;     // the node at which the peak is reached

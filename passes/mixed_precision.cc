@@ -23,7 +23,6 @@ DataType widest(DataType a, DataType b) {
 }
 
 bool is_constant(const Value* v) { return v->kind() == ValueKind::kInitializer && !v->trainable(); }
-bool is_parameter(const Value* v) { return v->kind() == ValueKind::kInitializer && v->trainable(); }
 bool is_scalar_constant(const Value* v) {
   return is_constant(v) && v->shape().rank_known && v->shape().rank() == 0;
 }
@@ -163,7 +162,7 @@ class MixedPrecision {
     return out;
   }
 
-  // When v = F_k(...F_1(w)) for a parameter w through FOLLOW nodes with one float input each, every
+  // When v = F_k(...F_1(w)) for a parameter or constant w (a frozen weight) through FOLLOW nodes with one float input each, every
   // intermediate used only by the next and v only by LOW nodes: casts w instead and re-infers the
   // chain, which then runs in half (exact: rounding commutes with moving data).
   bool rerun_weight_chain_in_half(Value* v) {
@@ -172,7 +171,7 @@ class MixedPrecision {
       if (class_of(*user) != PrecisionClass::kLow) return false;
     std::vector<Node*> chain;
     Value* cur = v;
-    while (!is_parameter(cur)) {
+    while (cur->kind() != ValueKind::kInitializer) {
       Node* p = cur->producer();
       if (!p || p->num_outputs() != 1 || class_of(*p) != PrecisionClass::kFollow) return false;
       std::vector<int> ins = precision_inputs(*p, table_.get(*p));

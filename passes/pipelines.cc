@@ -79,6 +79,17 @@ std::string optimizer_step(const OptimizerConfig& c) {
 
 }  // namespace
 
+std::string lora_step(const TrainingPipelineOptions& o) {
+  const LoraOptions& l = o.lora;
+  if (l.targets.empty()) return "";
+  std::string targets;
+  for (const std::string& t : l.targets) targets += (targets.empty() ? "" : ";") + option_value("lora target", t);
+  std::string s = "lora{rank=" + std::to_string(l.rank) + ",alpha=" + number(l.alpha) + ",targets=" + targets;
+  if (l.dropout) s += ",dropout=" + number(l.dropout);
+  if (l.seed) s += ",seed=" + std::to_string(l.seed);
+  return s + "}";
+}
+
 std::string loss_scale_mode(const TrainingPipelineOptions& o) {
   if (!o.loss_scale.empty()) return o.loss_scale;
   return o.precision == "fp16" ? "dynamic" : "off";
@@ -92,6 +103,7 @@ std::string loss_value_name(const TrainingPipelineOptions& o) {
 
 std::string gradient_pipeline(const TrainingPipelineOptions& o) {
   std::string text = "canonicalize";
+  if (!o.lora.targets.empty()) text += "," + lora_step(o);
   if (o.loss.rfind("model:", 0) != 0) text += "," + add_loss_step(o);
   if (o.precision != "fp32") text += "," + mixed_precision_step(o);
   text += "," + autodiff_step(o, loss_value_name(o));
@@ -103,7 +115,10 @@ std::string gradient_pipeline(const TrainingPipelineOptions& o) {
 std::string eval_pipeline(const TrainingPipelineOptions& o) {
   // eval-mode after canonicalize: while the running statistics are still state, folding cannot
   // bake them into constants, so an evaluator can feed the trained ones by name.
-  std::string text = "canonicalize,eval-mode";
+  // The adapters join before eval-mode, which turns their Dropout off.
+  std::string text = "canonicalize";
+  if (!o.lora.targets.empty()) text += "," + lora_step(o);
+  text += ",eval-mode";
   if (o.loss.rfind("model:", 0) != 0) text += "," + add_loss_step(o);
   return text;
 }
@@ -119,6 +134,12 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   // Fold constants and shape arithmetic first: every later pass then sees static shapes and no
   // Constant/Identity nodes, and the backward graph is not built for arithmetic that folds away.
   steps.push_back("canonicalize");
+  // Adapters join the forward graph before the loss, mixed precision and autodiff see it: their
+  // branches are cast like the rest, and every other parameter is a constant from here on.
+  if (!o.lora.targets.empty()) {
+    require(registry, "lora", "lora");
+    steps.push_back(lora_step(o));
+  }
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
   const std::string loss = loss_value_name(o);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "passes/lora.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 
@@ -26,7 +27,12 @@ struct TrainingPipelineOptions {
   int64_t accum = 1;  // micro-batches per optimizer step (K)
   OptimizerConfig optimizer;
   std::vector<std::string> freeze;  // parameter name globs that are not trained
+  // ---- low-rank adapters (lora): on when lora.targets is not empty ---------------------------
+  LoraOptions lora;
 };
+
+// The lora pass text of the options ("" when LoRA is off).
+std::string lora_step(const TrainingPipelineOptions& o);
 
 // The loss-scale mode the options ask for ("off" when none).
 std::string loss_scale_mode(const TrainingPipelineOptions& o);

@@ -11,6 +11,7 @@
 #include "graph/op_table.h"
 #include "passes/mixed_precision.h"
 #include "runtime/constant_eval.h"
+#include "runtime/initial_values.h"
 
 namespace otter {
 
@@ -155,6 +156,8 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   s->graph_ = import_onnx_file(model_path);
   Graph& g = *s->graph_;
   s->fingerprint_ = model_fingerprint(g);
+  const LoraOptions* lora = opts.pipeline.lora.targets.empty() ? nullptr : &opts.pipeline.lora;
+  apply_initial_values(g, opts.init, opts.init_source, lora);
   pin_batch(g, opts.batch_size);
   run_pipeline(g, s->pipeline_);
 
@@ -162,6 +165,8 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   // CPU they are the graph's own buffers (the session owns the graph; no second copy of the
   // weights, moments and accumulators), updated in place.
   for (auto& [p, acc] : g.gradients) s->accumulators_.insert(acc->name());
+  for (const auto& [name, t] : opts.init)
+    if (!is_lora_adapter_name(name)) s->fixed_[name] = s->device_->to_device(t);
   std::set<const void*> shared;
   for (const Value* v : g.values()) {
     bool persistent = v->kind() == ValueKind::kState ||
@@ -272,7 +277,9 @@ StepResult TrainingSession::apply() {
 
 EvalResult TrainingSession::evaluate(const Dataset& data) {
   if (!evaluator_) evaluator_ = std::make_unique<Evaluator>(model_path_, opts_.pipeline, *device_);
-  return evaluator_->run(data, opts_.eval_batch_size, state_);
+  std::map<std::string, Tensor> weights = state_;
+  weights.insert(fixed_.begin(), fixed_.end());  // frozen weights given initial values
+  return evaluator_->run(data, opts_.eval_batch_size, weights);
 }
 
 Tensor TrainingSession::tensor(const std::string& name) const {
@@ -387,10 +394,27 @@ void TrainingSession::export_inference(const std::string& path) const {
   auto g = import_onnx_file(model_path_);
   for (Value* v : g->values()) {
     if (v->kind() != ValueKind::kInitializer && v->kind() != ValueKind::kState) continue;
-    auto it = state_.find(v->name());
-    if (it != state_.end()) v->set_data(device_->to_host(it->second));
+    const std::map<std::string, Tensor>& from = state_.count(v->name()) ? state_ : fixed_;
+    auto it = from.find(v->name());
+    if (it != from.end()) v->set_data(device_->to_host(it->second));
   }
+  std::map<std::string, Tensor> adapters;
+  for (auto& [name, t] : this->adapters()) adapters[name] = t;
+  if (!adapters.empty()) merge_lora(*g, adapters, lora_facts(*graph_).scale);
   export_onnx_file(*g, path);
+}
+
+std::vector<std::pair<std::string, Tensor>> TrainingSession::adapters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const std::string& w : lora_facts(*graph_).weights)
+    for (const char* suffix : {".lora_A", ".lora_B"}) {
+      const std::string name = w + suffix;
+      const Value* v = graph_->find_value(name);  // a frozen adapter (--freeze) is a constant
+      if (state_.count(name)) out.emplace_back(name, tensor(name));
+      else if (v && v->has_data() && v->dtype() == DataType::kFloat32) out.emplace_back(name, v->data().clone());
+      else fail("training session: adapter '", name, "' is frozen and held only in half precision");
+    }
+  return out;
 }
 
 }  // namespace otter

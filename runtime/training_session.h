@@ -37,6 +37,10 @@ struct TrainingOptions {
   int64_t seed = 0;                 // the Dropout generator (and, by convention, the loader's shuffle)
   int64_t batch_size = 32;          // the micro-batch b
   int64_t eval_batch_size = 256;    // samples per evaluation batch (the last one may be smaller)
+  // Initial values of initializers by name (base weights, or LoRA adapters <W>.lora_A|B), set
+  // before the pipeline runs (runtime/initial_values.h); `init_source` names them in errors.
+  std::map<std::string, Tensor> init;
+  std::string init_source = "initial values";
 };
 
 // What one optimizer step reports.
@@ -109,8 +113,11 @@ class TrainingSession {
   Checkpoint checkpoint(const LoaderState& loader = {}) const;
   void restore(const Checkpoint& c);
 
-  // Writes the original model with the trained weights (and BatchNorm running statistics).
+  // Writes the original model with the trained weights (and BatchNorm running statistics); with
+  // LoRA, each adapted weight W becomes W + (alpha/r) B A in its own layout (passes/lora.h).
   void export_inference(const std::string& path) const;
+  // The LoRA adapters (<W>.lora_A, <W>.lora_B; fp32 masters) as they are now; empty without LoRA.
+  std::vector<std::pair<std::string, Tensor>> adapters() const;
 
   const std::string& pipeline() const { return pipeline_; }
   const Graph& graph() const { return *graph_; }
@@ -147,6 +154,7 @@ class TrainingSession {
   std::map<std::string, Tensor> state_;
   std::vector<std::string> state_order_;  // graph order, for checkpoints
   std::set<std::string> accumulators_;    // not checkpointed: each step rewrites them first
+  std::map<std::string, Tensor> fixed_;   // initial values of weights that are not trained
   std::string loss_name_, lr_name_, finite_name_, scale_name_;
   std::vector<Tensor> losses_;  // of the micro-steps taken since the last apply()
   int64_t step_ = 0;

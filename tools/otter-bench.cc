@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "graph/error.h"
+#include "graph/graph_stats.h"
 #include "runtime/json.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
@@ -114,6 +115,7 @@ struct Result {
   Timing ms;
   int64_t peak_bytes = 0, peak_rss_bytes = 0;
   double final_loss = 0;
+  std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
 };
 
 struct Settings {
@@ -121,7 +123,27 @@ struct Settings {
   std::string precision, optimizer, device;
   double lr;
   bool profile = false;
+  LoraOptions lora;  // fine-tune adapters when lora.targets is set
 };
+
+// Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
+// frozen), other constants, gradient accumulators, optimizer state, half copies and loss scale,
+// and the activations (the micro-step arena where memory-plan ran, else the liveness peak).
+void print_plan(const GraphStats& g, int64_t measured) {
+  const int64_t acts = g.memory_plans.empty() ? g.activation_peak_bytes : g.memory_plans[0].arena_bytes;
+  const int64_t other = g.constants.bytes - g.frozen_params.bytes;
+  const int64_t total = g.param_total.bytes + g.constants.bytes + g.accumulators.bytes + g.optimizer_state.bytes +
+                        g.half_copies.bytes + g.loss_scale.bytes + g.model_state.bytes + acts;
+  auto kib = [](int64_t b) { return str_cat(b / 1024, " KiB"); };
+  std::printf("  memory planned %s: parameters trainable %s + frozen %s, other constants %s, gradients %s, "
+              "optimizer state %s, half copies %s, activations %s; measured peak %s\n",
+              kib(total).c_str(), kib(g.trainable_params.bytes).c_str(), kib(g.frozen_params.bytes).c_str(),
+              kib(other).c_str(), kib(g.accumulators.bytes).c_str(), kib(g.optimizer_state.bytes).c_str(),
+              kib(g.half_copies.bytes + g.loss_scale.bytes).c_str(), kib(acts).c_str(), kib(measured).c_str());
+  const int64_t all = g.trainable_params.elements + g.frozen_params.elements;
+  std::printf("  trainable parameters: %lld of %lld (%.2f%%)\n", static_cast<long long>(g.trainable_params.elements),
+              static_cast<long long>(all), all ? 100.0 * g.trainable_params.elements / all : 0.0);
+}
 
 // The timed steps' kernel time by op type, largest first (--profile).
 void print_profile(const OpProfile& prof, int64_t steps, double step_ms) {
@@ -144,6 +166,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.precision = st.precision;
   o.pipeline.optimizer.type = st.optimizer;
   o.pipeline.optimizer.lr = st.lr;
+  o.pipeline.lora = st.lora;
   o.device = st.device;
   auto session = TrainingSession::create(m.path, o);
   const int64_t per_step = session->global_batch();
@@ -165,6 +188,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   r.ms = summarize(ms);
   r.peak_bytes = static_cast<int64_t>(session->device().peak_bytes());
   r.peak_rss_bytes = peak_rss_bytes();
+  r.plan = compute_graph_stats(session->graph());
   return r;
 }
 
@@ -198,9 +222,10 @@ std::string mib(int64_t bytes) {
   return b;
 }
 
-void print_row(const Result& r) {
+void print_row(const Result& r, bool with_plan = false) {
   std::printf("  %-16s %9.2f ms/step (min %.2f, max %.2f)  peak %s, process RSS %s\n", r.framework.c_str(),
               r.ms.median, r.ms.min, r.ms.max, mib(r.peak_bytes).c_str(), mib(r.peak_rss_bytes).c_str());
+  if (r.plan && with_plan) print_plan(*r.plan, r.peak_bytes);
 }
 
 std::string json_line(const BenchModel& m, const Settings& st, const Result& mine, const Result* torch) {
@@ -232,6 +257,9 @@ int run(int argc, char** argv) {
       {"vs-torch", false, "also run PyTorch eager on the same batches and print the ratio"},
       {"json", false, "print one JSON object per model (otter, torch, ratio)"},
       {"profile", false, "also time otter's kernels by op type over the timed steps (slower on cuda)"},
+      {"lora", true, "fine-tune low-rank adapters only: rank=R,alpha=A,targets=GLOB[;GLOB] (as otter-train --lora)",
+       "SPEC"},
+      {"vs-full", false, "with --lora: also full fp32 fine-tuning of every parameter, for the memory it needs"},
       {"help", false, "show this help"},
   });
   args.parse(argc, argv, 1);
@@ -264,6 +292,9 @@ int run(int argc, char** argv) {
               args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
               args.get_float("lr", 1e-3)};
   st.profile = args.has("profile");
+  if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
+  OTTER_CHECK(!args.has("vs-full") || args.has("lora"), "otter-bench: --vs-full compares against --lora; give both");
+  OTTER_CHECK(!args.has("lora") || !args.has("vs-torch"), "otter-bench: --vs-torch has no LoRA counterpart");
   OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
               "--warmup >= 0");
   OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
@@ -289,7 +320,19 @@ int run(int argc, char** argv) {
     std::printf("%s (batch %lld, accum %lld, %s, %s, %lld threads)\n", m.name.c_str(), static_cast<long long>(st.batch),
                 static_cast<long long>(st.accum), st.precision.c_str(), st.optimizer.c_str(),
                 static_cast<long long>(st.threads));
-    print_row(mine);
+    if (!st.lora.targets.empty()) {
+      TrainingPipelineOptions p;
+      p.lora = st.lora;
+      std::printf("  LoRA: %s\n", lora_step(p).c_str());
+    }
+    print_row(mine, !st.lora.targets.empty());
+    if (args.has("vs-full")) {
+      Settings full = st;
+      full.lora = LoraOptions();
+      full.precision = "fp32";
+      std::printf("  full fine-tuning, fp32:\n");
+      print_row(bench_otter(m, full, data), true);
+    }
     if (st.profile) print_profile(OpProfile::global(), st.steps, mine.ms.median);
     if (theirs) {
       print_row(*theirs);

@@ -18,6 +18,7 @@
 #include "runtime/constant_eval.h"
 #include "runtime/dataset.h"
 #include "runtime/executor.h"
+#include "runtime/initial_values.h"
 #include "runtime/json.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
@@ -241,6 +242,28 @@ void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
   p.scale_interval = positive(args, "scale-interval", p.scale_interval);
 }
 
+// Flags of LoRA fine-tuning and initial values (train and grad share them).
+std::vector<cli::FlagSpec> lora_flags() {
+  return {
+      {"lora", true,
+       "train low-rank adapters instead of the weights: rank=R,alpha=A,targets=GLOB[;GLOB][,dropout=P] "
+       "(default rank 8, alpha 16; every other parameter is frozen)",
+       "SPEC"},
+      {"init", true, "set initializers (weights, or adapters <W>.lora_A|B) from this file before training", "FILE.npz"},
+  };
+}
+
+void read_lora_flags(const cli::Args& args, int64_t seed, TrainingPipelineOptions& p, TrainingOptions* o) {
+  if (args.has("lora")) {
+    p.lora = parse_lora_spec(args.get("lora"));
+    p.lora.seed = seed;
+  }
+  if (args.has("init") && o) {
+    o->init = read_initial_values(args.get("init"));
+    o->init_source = "--init " + args.get("init");
+  }
+}
+
 std::vector<cli::FlagSpec> train_flags() {
   std::vector<cli::FlagSpec> f = {
       {"data", true, "training data (.npz): arrays named after the model inputs, and labels", "TRAIN.npz"},
@@ -268,17 +291,19 @@ std::vector<cli::FlagSpec> train_flags() {
       {"log-every", true, "print progress every N steps (default: once per epoch; with --steps, 10 lines)", "N"},
       {"device", true, "auto|cpu|cuda (default auto)", "DEVICE"},
       {"freeze", true, "do not train parameters matching this glob (comma-separated for several)", "PATTERN"},
-      {"seed", true, "seed of the shuffle and of Dropout (default 0)", "S"},
+      {"seed", true, "seed of the shuffle, of Dropout and of the LoRA adapters' A (default 0)", "S"},
       {"no-shuffle", false, "take samples in file order"},
       {"save", true, "write a checkpoint here after each epoch and at the end", "DIR"},
       {"resume", true, "continue from this checkpoint (same model and flags)", "DIR"},
-      {"export", true, "write the trained model (ONNX) here at the end", "OUT.onnx"},
+      {"export", true, "write the trained model (ONNX) here at the end (LoRA: adapters merged)", "OUT.onnx"},
+      {"export-adapters", true, "write the LoRA adapters (<W>.lora_A, <W>.lora_B) here at the end", "FILE.npz"},
       {"log-json", true, "write one JSON object per optimizer step to FILE", "FILE"},
       {"print-pipeline", false, "print the training pass pipeline and exit"},
       {"help", false, "show this help"},
   };
   f.insert(f.end(), rest.begin(), rest.end());
   f.insert(f.end(), more.begin(), more.end());
+  for (auto& l : lora_flags()) f.push_back(l);
   return f;
 }
 
@@ -327,6 +352,7 @@ TrainingOptions read_training_flags(const cli::Args& args) {
   if (args.has("freeze")) o.pipeline.freeze = split_commas(args.get("freeze"));
   o.batch_size = positive(args, "batch-size", 32);
   o.seed = args.get_int("seed", 0);
+  read_lora_flags(args, o.seed, o.pipeline, &o);
   o.device = args.get("device", "auto");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '", o.device, "'");
@@ -429,6 +455,7 @@ int cmd_train(int argc, char** argv) {
   const int64_t steps_flag = args.has("steps") ? positive(args, "steps", 1) : 0;
   const int64_t log_every_flag = args.has("log-every") ? positive(args, "log-every", 1) : 0;
   TrainingOptions opts = read_training_flags(args);
+  if (args.has("export-adapters") && !args.has("lora")) fail("train: --export-adapters needs --lora");
 
   // The schedule's length needs the data: the session is made once the step count is known. The
   // arrays a data set must provide are those of the evaluation graph (model inputs and labels).
@@ -471,6 +498,10 @@ int cmd_train(int argc, char** argv) {
     session->export_inference(args.get("export"));
     std::printf("wrote %s\n", args.get("export").c_str());
   }
+  if (args.has("export-adapters")) {
+    write_npz(args.get("export-adapters"), session->adapters());
+    std::printf("wrote %zu adapters to %s\n", session->adapters().size(), args.get("export-adapters").c_str());
+  }
   return 0;
 }
 
@@ -507,7 +538,8 @@ const char* kGradUsage =
     "usage: otter-train grad MODEL.onnx --data D.npz --out G.npz [options]\n"
     "\n"
     "One forward and backward pass (training mode) on the first batch: writes the loss and the\n"
-    "gradient of every trainable parameter (frozen ones left out) as 'loss' and 'grad/<initializer>'.\n"
+    "gradient of every trainable parameter (frozen ones left out; with --lora only the adapters) as\n"
+    "'loss' and 'grad/<initializer>'.\n"
     "The gradients are fp32 and unscaled also with --precision fp16|bf16 (fp16 scales the loss by\n"
     "--init-scale, or --loss-scale VALUE, 65536 by default, for the backward pass and divides it out).\n";
 
@@ -543,6 +575,8 @@ int cmd_grad(int argc, char** argv) {
   flags.push_back({"freeze", true, "give no gradient to parameters matching this glob (comma-separated for several)",
                    "PATTERN"});
   for (auto& f : precision_flags(/*interval=*/false)) flags.push_back(f);
+  for (auto& f : lora_flags()) flags.push_back(f);
+  flags.push_back({"seed", true, "seed of the LoRA adapters' A (default 0)", "S"});
   flags.push_back({"batch-size", true, "use the first B samples (default: every sample)", "B"});
   flags.push_back({"device", true, "auto|cpu|cuda (default auto)", "DEVICE"});
   flags.push_back({"help", false, "show this help"});
@@ -555,10 +589,13 @@ int cmd_grad(int argc, char** argv) {
   read_loss_flags(args, p);
   read_precision_flags(args, p);
   if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
+  TrainingOptions init;
+  read_lora_flags(args, args.get_int("seed", 0), p, &init);
   std::unique_ptr<Device> cuda;
   Device& device = pick_device(args.get("device", "auto"), cuda);
 
   auto g = import_onnx_file(model);
+  apply_initial_values(*g, init.init, init.init_source, p.lora.targets.empty() ? nullptr : &p.lora);
   CpuConstantEvaluator evaluator;
   PassContext ctx;
   ctx.evaluator = &evaluator;
