@@ -5,6 +5,7 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "kernels/common/math_attrs.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -95,6 +96,18 @@ std::vector<Row> table() {
       {onnx, "Not", 13, 21, kBool, elementwise_kernel},
       {onnx, "Where", 13, 21, kAny, elementwise_kernel},
       {onnx, "Cast", 13, 21, kAny, elementwise_kernel},
+      // Math families (math.cu): the op table bounds their opsets.
+#define OTTER_ROW(Name, types) {onnx, #Name, 1, kMax, types, math_kernel},
+#define OTTER_FLOAT_ROW(Name) OTTER_ROW(Name, kFloat)
+#define OTTER_NUMERIC_ROW(Name) OTTER_ROW(Name, kNumeric)
+#define OTTER_DERIVATIVE_ROW(Name) {otter, #Name "Grad", 1, kMax, kFloat, math_kernel},
+      OTTER_MATH_FLOAT_OPS(OTTER_FLOAT_ROW) OTTER_MATH_CLASSIFY_OPS(OTTER_FLOAT_ROW)
+      OTTER_MATH_NUMERIC_OPS(OTTER_NUMERIC_ROW) OTTER_NUMERIC_ROW(PRelu)
+      OTTER_MATH_DERIVATIVE_OPS(OTTER_DERIVATIVE_ROW)
+#undef OTTER_ROW
+#undef OTTER_FLOAT_ROW
+#undef OTTER_NUMERIC_ROW
+#undef OTTER_DERIVATIVE_ROW
       // Views and host-computed shape data (host_ops.cc).
       {onnx, "Reshape", 13, 21, kAny, host_kernel},
       {onnx, "Flatten", 13, 21, kAny, host_kernel},
@@ -123,6 +136,13 @@ std::vector<Row> table() {
       {onnx, "ReduceMin", 13, 21, kFloatInt, reduce_kernel},
       {onnx, "ReduceSumSquare", 13, 21, kFloat, reduce_kernel},
       {onnx, "ReduceL2", 13, 21, kFloat, reduce_kernel},
+      {onnx, "ReduceProd", 13, 21, kFloatInt, reduce_kernel},
+      {onnx, "ReduceL1", 13, 21, kFloatInt, reduce_kernel},
+      {onnx, "ReduceLogSum", 13, 21, kFloat, reduce_kernel},
+      {onnx, "ReduceLogSumExp", 13, 21, kFloat, reduce_kernel},
+      {onnx, "CumSum", 14, 21, kNumeric, scan_kernel},
+      {onnx, "ArgMax", 13, 21, kNumeric, scan_kernel},
+      {onnx, "ArgMin", 13, 21, kNumeric, scan_kernel},
       // GEMMs (matmul.cu, cuBLASLt) and convolution (conv.cu, cuDNN).
       {onnx, "MatMul", 9, kMax, kFloat, matmul_kernel},
       {onnx, "Gemm", 11, kMax, kFloat, matmul_kernel},
