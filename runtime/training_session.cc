@@ -9,6 +9,7 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
+#include "passes/batchnorm_mode.h"
 #include "runtime/constant_eval.h"
 
 namespace otter {
@@ -155,6 +156,12 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   Graph& g = *s->graph_;
   s->fingerprint_ = model_fingerprint(g);
   pin_batch(g, opts.batch_size);
+  // Parameter selection as PyTorch's: running statistics are state, BatchNorm trains in the mode
+  // asked, and initializers no differentiable path takes to an output are not trained.
+  OTTER_CHECK(opts.batchnorm == "train" || opts.batchnorm == "frozen",
+              "batchnorm mode must be train or frozen, got '", opts.batchnorm, "'");
+  batchnorm_mode(g, opts.batchnorm == "train");
+  freeze_unreachable(g, "");
   run_pipeline(g, s->pipeline_);
 
   // Persistent tensors move to the device once and stay there; the executors are fed them. On the

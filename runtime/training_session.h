@@ -37,6 +37,9 @@ struct TrainingOptions {
   int64_t seed = 0;                 // the Dropout generator (and, by convention, the loader's shuffle)
   int64_t batch_size = 32;          // the micro-batch b
   int64_t eval_batch_size = 256;    // samples per evaluation batch (the last one may be smaller)
+  // BatchNorm while training (passes/batchnorm_mode.h), applied to the imported graph before the
+  // pipeline: train (as model.train(), the default) or frozen (the exported statistics).
+  std::string batchnorm = "train";
 };
 
 // What one optimizer step reports.
