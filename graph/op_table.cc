@@ -71,6 +71,8 @@ OpTable& OpTable::instance() {
     register_shape_ops(*t);
     register_reduce_ops(*t);
     register_internal_ops(*t);
+    register_math_ops(*t);
+    register_scan_ops(*t);
     return t;
   }();
   return *table;

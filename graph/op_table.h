@@ -104,6 +104,8 @@ void register_nn_ops(OpTable& t);
 void register_shape_ops(OpTable& t);
 void register_reduce_ops(OpTable& t);
 void register_internal_ops(OpTable& t);
+void register_math_ops(OpTable& t);  // graph/ops/math.cc
+void register_scan_ops(OpTable& t);  // graph/ops/scan.cc
 
 // Runs shape/type inference for one node; fails with the node's name when the op is unknown.
 void infer_node(Node& n);

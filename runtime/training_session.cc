@@ -10,6 +10,7 @@
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
 #include "passes/mixed_precision.h"
+#include "passes/batchnorm_mode.h"
 #include "runtime/constant_eval.h"
 #include "runtime/initial_values.h"
 
@@ -159,6 +160,12 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   const LoraOptions* lora = opts.pipeline.lora.targets.empty() ? nullptr : &opts.pipeline.lora;
   apply_initial_values(g, opts.init, opts.init_source, lora);
   pin_batch(g, opts.batch_size);
+  // Parameter selection as PyTorch's: running statistics are state, BatchNorm trains in the mode
+  // asked, and initializers no differentiable path takes to an output are not trained.
+  OTTER_CHECK(opts.batchnorm == "train" || opts.batchnorm == "frozen",
+              "batchnorm mode must be train or frozen, got '", opts.batchnorm, "'");
+  batchnorm_mode(g, opts.batchnorm == "train");
+  freeze_unreachable(g, "");
   run_pipeline(g, s->pipeline_);
 
   // Persistent tensors move to the device once and stay there; the executors are fed them. On the

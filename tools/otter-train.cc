@@ -291,6 +291,7 @@ std::vector<cli::FlagSpec> train_flags() {
       {"log-every", true, "print progress every N steps (default: once per epoch; with --steps, 10 lines)", "N"},
       {"device", true, "auto|cpu|cuda (default auto)", "DEVICE"},
       {"freeze", true, "do not train parameters matching this glob (comma-separated for several)", "PATTERN"},
+      {"batchnorm", true, "train|frozen: BatchNorm as model.train() (default) or on the exported statistics", "MODE"},
       {"seed", true, "seed of the shuffle, of Dropout and of the LoRA adapters' A (default 0)", "S"},
       {"no-shuffle", false, "take samples in file order"},
       {"save", true, "write a checkpoint here after each epoch and at the end", "DIR"},
@@ -350,6 +351,9 @@ TrainingOptions read_training_flags(const cli::Args& args) {
   read_precision_flags(args, o.pipeline);
   o.pipeline.optimizer = read_optimizer_flags(args);
   if (args.has("freeze")) o.pipeline.freeze = split_commas(args.get("freeze"));
+  o.batchnorm = args.get("batchnorm", "train");
+  if (o.batchnorm != "train" && o.batchnorm != "frozen")
+    fail("--batchnorm must be train or frozen, got '", o.batchnorm, "'");
   o.batch_size = positive(args, "batch-size", 32);
   o.seed = args.get_int("seed", 0);
   read_lora_flags(args, o.seed, o.pipeline, &o);
@@ -445,6 +449,26 @@ const char* kTrainUsage =
     "the last partial global batch of an epoch is dropped, samples are shuffled per epoch unless\n"
     "--no-shuffle. Prints one line per epoch (or per --log-every steps).\n";
 
+// How many parameters the session trains, and which float initializers of the model it leaves
+// alone (--freeze, BatchNorm running statistics, initializers that reach no output).
+void print_parameter_selection(const std::string& model, const TrainingSession& s) {
+  std::set<std::string> trained;
+  int64_t values = 0;
+  for (const auto& [p, g] : s.graph().gradients) {
+    trained.insert(p->name());
+    values += p->data().numel();
+  }
+  std::vector<std::string> frozen;
+  const std::unique_ptr<Graph> original = import_onnx_file(model);
+  for (const Value* v : original->initializers())
+    if (is_float(v->dtype()) && !trained.count(v->name())) frozen.push_back(v->name());
+  std::printf("training %zu parameters (%" PRId64 " values); %zu float initializers frozen", trained.size(), values,
+              frozen.size());
+  for (size_t i = 0; i < frozen.size() && i < 12; ++i) std::printf("%s%s", i ? ", " : ": ", frozen[i].c_str());
+  if (frozen.size() > 12) std::printf(", ... (%zu more)", frozen.size() - 12);
+  std::printf("\n");
+}
+
 int cmd_train(int argc, char** argv) {
   cli::Args args("otter-train train", train_flags());
   if (!parse_command(args, argc, argv, kTrainUsage)) return 0;
@@ -481,6 +505,7 @@ int cmd_train(int argc, char** argv) {
               model.c_str(), data_path.c_str(), train.size(), total, global, opts.pipeline.accum, opts.batch_size,
               per_epoch, session->device().describe().c_str());
   if (session->steps_taken() >= total) std::printf("the checkpoint has already taken %" PRId64 " steps\n", total);
+  print_parameter_selection(model, *session);
 
   TrainLoop loop{total, per_epoch, epochs, global, args.get("save"), eval ? &*eval : nullptr};
   loop.log_every = log_every_flag ? log_every_flag : steps_flag ? std::max<int64_t>(1, total / 10) : 0;

@@ -1,4 +1,5 @@
-// Reductions of the default domain (ReduceSum, ReduceMean, ReduceMax): axes from the attribute
+// Reductions of the default domain (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare,
+// ReduceL2, ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp): axes from the attribute
 // (before opset 18; ReduceSum before 13) or from the optional 'axes' input, keepdims and
 // noop_with_empty_axes.
 #include <algorithm>
@@ -171,6 +172,67 @@ GradFn grad_reduce_l2(bool axes_input) {
   });
 }
 
+// v reduced over r's axes with keepdims=1 by `op` (axes as an input or an attribute, as the opset
+// of the forward node's form asks).
+Value* reduce_keep(GradContext& c, Reduced& r, bool axes_input, const char* op, Value* v) {
+  std::map<std::string, Attribute> attrs = {{"keepdims", Attribute(int64_t{1})}};
+  if (axes_input || std::string(op) == "ReduceSum") return c.emit(op, {v, axes_tensor(c, r)}, attrs);
+  if (r.axes && !r.axes->empty()) attrs["axes"] = Attribute(*r.axes);
+  return c.emit(op, {v}, attrs);
+}
+
+// ReduceProd: dX = dY * (product of the other elements), exact where X holds zeros: with none it
+// is Y / X, with one zero only that element gets the product of the rest, with more all get 0.
+GradFn grad_reduce_prod(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value *dy = c.grad_output(0), *x = c.input(0);
+    if (r.identity) return c.set_grad_input(0, dy);
+    Value *zero = c.scalar_like(0, x), *one = c.scalar_like(1, x);
+    Value* is_zero = c.emit("Equal", {x, zero});
+    Value* zeros = reduce_keep(c, r, axes_input, "ReduceSum", c.cast(is_zero, x->dtype()));
+    Value* safe = c.emit("Where", {is_zero, one, x});
+    Value* rest = reduce_keep(c, r, axes_input, "ReduceProd", safe);  // product of the nonzero elements
+    Value* none_zero = c.emit("Div", {rest, safe});
+    Value* one_zero = c.emit("Where", {is_zero, rest, zero});
+    Value* g = c.emit("Where", {c.emit("Equal", {zeros, zero}), none_zero,
+                                c.emit("Where", {c.emit("Equal", {zeros, one}), one_zero, zero})});
+    c.set_grad_input(0, c.emit("Mul", {g, c.expand_like(keep_dims(c, r, dy), x)}));
+  };
+}
+
+// ReduceL1: dX = dY * sign(X) (0 at 0, PyTorch's subgradient).
+GradFn grad_reduce_l1(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value *dy = c.grad_output(0), *x = c.input(0);
+    if (r.identity) return c.set_grad_input(0, dy);
+    c.set_grad_input(0, c.emit("Mul", {c.emit("Sign", {x}), c.expand_like(keep_dims(c, r, dy), x)}));
+  };
+}
+
+// ReduceLogSum: Y = log(S), dX = dY / S = dY * exp(-Y), spread over the reduced axes.
+GradFn grad_reduce_log_sum(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value *dy = c.grad_output(0), *x = c.input(0);
+    if (r.identity) return c.set_grad_input(0, dy);
+    Value* per = c.emit("Div", {dy, c.emit("Exp", {c.output(0)})});
+    c.set_grad_input(0, c.expand_like(keep_dims(c, r, per), x));
+  };
+}
+
+// ReduceLogSumExp: dX = dY * exp(X - Y) (the softmax of X over the reduced axes).
+GradFn grad_reduce_log_sum_exp(bool axes_input) {
+  return [axes_input](GradContext& c) {
+    Reduced r = reduced_axes(c, axes_input);
+    Value *dy = c.grad_output(0), *x = c.input(0);
+    if (r.identity) return c.set_grad_input(0, dy);
+    Value* soft = c.emit("Exp", {c.emit("Sub", {x, keep_dims(c, r, c.output(0))})});
+    c.set_grad_input(0, c.emit("Mul", {soft, c.expand_like(keep_dims(c, r, dy), x)}));
+  };
+}
+
 void add(OpTable& t, const char* op, int since, int until, bool axes_input, Types types, PrecisionClass p,
          GradFn (*grad)(bool), const char* summary) {
   infer::add(t, op, since, until, reduce(axes_input, types), p, false, grad_rule(grad(axes_input)), summary);
@@ -205,6 +267,22 @@ void register_reduce_ops(OpTable& t) {
       "Euclidean norm over attribute 'axes' (all when absent)");
   add(t, "ReduceL2", 18, kMax, true, Types::kFloat, P::kFp32, grad_reduce_l2,
       "Euclidean norm over input 'axes' (all when empty)");
+  // ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp: 13 (axes attribute), 18 (axes input). In
+  // fp32 as PyTorch's autocast runs prod, norm and the log-sums.
+  struct More {
+    const char* op;
+    Types types;
+    GradFn (*grad)(bool);
+    const char* what;
+  };
+  for (const More& m : {More{"ReduceProd", Types::kNumeric, grad_reduce_prod, "product"},
+                        More{"ReduceL1", Types::kNumeric, grad_reduce_l1, "sum of absolute values"},
+                        More{"ReduceLogSum", Types::kFloat, grad_reduce_log_sum, "log of the sum"},
+                        More{"ReduceLogSumExp", Types::kFloat, grad_reduce_log_sum_exp, "log of the sum of exp"}}) {
+    add(t, m.op, 13, 17, false, m.types, P::kFp32, m.grad,
+        str_cat(m.what, " over attribute 'axes' (all when absent)").c_str());
+    add(t, m.op, 18, kMax, true, m.types, P::kFp32, m.grad, str_cat(m.what, " over input 'axes' (all when empty)").c_str());
+  }
 }
 
 }  // namespace otter

@@ -11,6 +11,8 @@ void register_cpu_movement_kernels(KernelRegistry& r);     // movement.cc: Conca
 void register_cpu_matmul_kernels(KernelRegistry& r);       // matmul.cc: MatMul, Gemm
 void register_cpu_conv_kernels(KernelRegistry& r);         // conv.cc: Conv, pooling
 void register_cpu_nn_kernels(KernelRegistry& r);           // nn.cc: norms, softmax, losses, dropout
+void register_cpu_math_kernels(KernelRegistry& r);         // math.cc: trig, rounding, activations
+void register_cpu_scan_kernels(KernelRegistry& r);         // scan.cc: CumSum, ArgMax, ArgMin
 void register_cpu_train_kernels(KernelRegistry& r);        // train.cc: accumulation, optimizers, scaler
 // Gradient ops of the ai.otter domain (the autodiff pass emits them).
 void register_cpu_elementwise_grad_kernels(KernelRegistry& r);  // elementwise_grad.cc: ReluGrad, GeluGrad, ...

@@ -1,4 +1,5 @@
-// CPU reduction kernels (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2).
+// CPU reduction kernels (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2,
+// ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp).
 //
 // The input's dims are collapsed into alternating kept / reduced blocks; each reduced block is
 // removed by one pass over a contiguous [outer, R, inner] view (innermost block first), so the hot
@@ -21,13 +22,14 @@ using cpu::compute_t;
 using cpu::load;
 using cpu::store;
 
-enum class ReduceKind { kSum, kMean, kMax, kMin, kSumSquare, kL2 };
+enum class ReduceKind { kSum, kMean, kMax, kMin, kSumSquare, kL2, kProd, kL1, kLogSum, kLogSumExp };
 
 template <typename S>
 using acc_t = std::conditional_t<std::is_floating_point_v<compute_t<S>>, double, int64_t>;
 
 template <typename A>
 A reduce_init(ReduceKind k) {
+  if (k == ReduceKind::kProd) return A(1);
   if (k == ReduceKind::kMax) {
     if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
     else return std::numeric_limits<A>::lowest();
@@ -45,6 +47,7 @@ struct Combine {
   template <typename A> A operator()(A acc, A v) const {
     if constexpr (K == ReduceKind::kMax) return MaxOp{}(acc, v);
     else if constexpr (K == ReduceKind::kMin) return MinOp{}(acc, v);
+    else if constexpr (K == ReduceKind::kProd) return acc * v;
     else return acc + v;
   }
 };
@@ -145,7 +148,8 @@ class ReduceKernel : public Kernel {
       if (!red[i]) out_dims.push_back(x.dims()[i]);
       else if (keepdims_) out_dims.push_back(1);
     }
-    if (kind_ == ReduceKind::kMean || kind_ == ReduceKind::kSumSquare || kind_ == ReduceKind::kL2) {
+    if (kind_ == ReduceKind::kMean || kind_ == ReduceKind::kSumSquare || kind_ == ReduceKind::kL2 ||
+        kind_ == ReduceKind::kLogSum || kind_ == ReduceKind::kLogSumExp) {
       if (!is_float(x.dtype()))
         ctx.error(str_cat("input must be a float tensor, got ", x.describe()));
     }
@@ -169,17 +173,54 @@ class ReduceKernel : public Kernel {
         case ReduceKind::kMean: return reduce<S, ReduceKind::kMean>(x, out, blocks, count);
         case ReduceKind::kSumSquare: return reduce<S, ReduceKind::kSumSquare>(x, out, blocks, count);
         case ReduceKind::kL2: return reduce<S, ReduceKind::kL2>(x, out, blocks, count);
+        case ReduceKind::kProd: return reduce<S, ReduceKind::kProd>(x, out, blocks, count);
+        case ReduceKind::kL1: return reduce<S, ReduceKind::kL1>(x, out, blocks, count);
+        case ReduceKind::kLogSum: return reduce<S, ReduceKind::kLogSum>(x, out, blocks, count);
+        case ReduceKind::kLogSumExp: return log_sum_exp<S>(x, out, blocks, red, count);
       }
     });
   }
 
  private:
+  // log(sum(exp(x))) computed as m + log(sum(exp(x - m))) with m the maximum (0 where it is not
+  // finite), so large inputs do not overflow.
+  template <typename S>
+  void log_sum_exp(const Tensor& x, Tensor& out, const std::vector<Block>& blocks, const std::vector<bool>& red,
+                   int64_t count) {
+    std::vector<int64_t> kept = x.dims();
+    for (size_t i = 0; i < kept.size(); ++i)
+      if (red[i]) kept[i] = 1;
+    Tensor m(x.dtype(), kept), e(DataType::kFloat64, x.dims()), s(DataType::kFloat64, kept);
+    reduce<S, ReduceKind::kMax>(x, m, blocks, count);
+    std::vector<double> shift(static_cast<size_t>(m.numel()));
+    for (int64_t i = 0; i < m.numel(); ++i) {
+      const double v = m.get_as_double(i);
+      shift[static_cast<size_t>(i)] = std::isfinite(v) ? v : 0.0;
+    }
+    if (x.numel() > 0) {
+      cpu::BroadcastPlan<2> plan({&x.dims(), &kept}, x.dims());
+      const auto st = plan.inner_strides();
+      const S* px = x.data<S>();
+      double* pe = e.data<double>();
+      plan.for_each_run([&](int64_t o, const std::array<int64_t, 2>& offs, int64_t len) {
+        for (int64_t j = 0; j < len; ++j)
+          pe[o + j] = std::exp(static_cast<double>(load(px[offs[0] + j * st[0]])) - shift[offs[1] + j * st[1]]);
+      });
+    }
+    reduce<double, ReduceKind::kSum>(e, s, blocks, count);
+    S* y = out.data<S>();
+    for (int64_t i = 0; i < out.numel(); ++i)
+      y[i] = store<S>(static_cast<compute_t<S>>(std::log(s.data<double>()[i]) + shift[static_cast<size_t>(i)]));
+  }
+
   template <typename S, ReduceKind K>
   void reduce(const Tensor& x, Tensor& out, std::vector<Block> blocks, int64_t count) {
     using A = acc_t<S>;
     const A init = reduce_init<A>(K);
     constexpr bool kSquare = K == ReduceKind::kSumSquare || K == ReduceKind::kL2;
+    constexpr bool kAbs = K == ReduceKind::kL1;
     auto square = [](A v) { return v * v; };
+    auto absolute = [](A v) { return v < A(0) ? A(-v) : v; };
     auto ident = [](A v) { return v; };
     Combine<K> comb;
     std::vector<A> cur, next;
@@ -203,6 +244,7 @@ class ReduceKernel : public Kernel {
       next.assign(static_cast<size_t>(outer * inner), init);
       if (first) {
         if constexpr (kSquare) reduce_pass(x.data<S>(), next.data(), outer, R, inner, init, comb, square);
+        else if constexpr (kAbs) reduce_pass(x.data<S>(), next.data(), outer, R, inner, init, comb, absolute);
         else reduce_pass(x.data<S>(), next.data(), outer, R, inner, init, comb, ident);
       } else {
         reduce_pass(cur.data(), next.data(), outer, R, inner, init, comb, ident);
@@ -223,6 +265,7 @@ class ReduceKernel : public Kernel {
       A v = cur[static_cast<size_t>(i)];
       if constexpr (K == ReduceKind::kMean) v = v / static_cast<A>(count);
       if constexpr (K == ReduceKind::kL2) v = std::sqrt(v);
+      if constexpr (K == ReduceKind::kLogSum) v = static_cast<A>(std::log(v));
       y[i] = store<S>(static_cast<compute_t<S>>(v));
     }
   }
@@ -265,6 +308,10 @@ void register_cpu_reduce_kernels(KernelRegistry& r) {
   add(r, "ReduceMin", ReduceKind::kMin, fl_int, 18);
   add(r, "ReduceSumSquare", ReduceKind::kSumSquare, fl, 18);
   add(r, "ReduceL2", ReduceKind::kL2, fl, 18);
+  add(r, "ReduceProd", ReduceKind::kProd, fl_int, 18);
+  add(r, "ReduceL1", ReduceKind::kL1, fl_int, 18);
+  add(r, "ReduceLogSum", ReduceKind::kLogSum, fl, 18);
+  add(r, "ReduceLogSumExp", ReduceKind::kLogSumExp, fl, 18);
 }
 
 }  // namespace otter

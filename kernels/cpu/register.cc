@@ -10,6 +10,8 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_matmul_kernels(r);
   register_cpu_conv_kernels(r);
   register_cpu_nn_kernels(r);
+  register_cpu_math_kernels(r);
+  register_cpu_scan_kernels(r);
   register_cpu_train_kernels(r);
   register_cpu_elementwise_grad_kernels(r);
   register_cpu_conv_grad_kernels(r);

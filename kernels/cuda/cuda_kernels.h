@@ -22,6 +22,8 @@ KernelFactory pool_kernel(const std::string& op);         // pool.cu
 KernelFactory nn_kernel(const std::string& op);           // nn.cu: normalisations, dropout
 KernelFactory softmax_loss_kernel(const std::string& op);  // softmax_loss.cu: softmax, losses
 KernelFactory train_kernel(const std::string& op);        // train.cu: accumulation, optimizers, scaler
+KernelFactory scan_kernel(const std::string& op);         // scan.cu: CumSum, ArgMax, ArgMin
+KernelFactory math_kernel(const std::string& op);         // math.cu: trig, rounding, activations, derivatives
 
 // Launch helpers one family lends the others (all on ctx's stream).
 
@@ -30,7 +32,7 @@ void cast_tensor(const KernelContext& ctx, const Tensor& src, Tensor& dst);
 
 // y = the reduction of x over the axes flagged in `reduced`; y is allocated with x's other axes
 // (any dims of size 1 between them). reduce.cu
-enum class Reduction { kSum, kMean, kMax, kMin, kSumSquare, kL2 };
+enum class Reduction { kSum, kMean, kMax, kMin, kSumSquare, kL2, kProd, kL1, kLogSum, kLogSumExp };
 void reduce_axes(const KernelContext& ctx, Reduction kind, const Tensor& x, Tensor& y, const std::vector<bool>& reduced);
 // y (allocated with the target shape) = x summed over the axes where it was broadcast from y.
 void sum_to_shape(const KernelContext& ctx, const Tensor& x, Tensor& y);

@@ -1,4 +1,5 @@
-// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2)
+// CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2,
+// ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp)
 // and the sums over axes that
 // SumToShape, GlobalAveragePool and the gradient kernels use.
 //
@@ -24,6 +25,7 @@ struct Combine {
   template <typename A> __device__ A operator()(A acc, A v) const {
     if constexpr (K == Reduction::kMax) return MaxOp{}(acc, v);
     else if constexpr (K == Reduction::kMin) return MinOp{}(acc, v);
+    else if constexpr (K == Reduction::kProd) return acc * v;
     else return acc + v;
   }
 };
@@ -32,6 +34,7 @@ struct Combine {
 template <Reduction K, typename A>
 __device__ A prepare(A v) {
   if constexpr (K == Reduction::kSumSquare || K == Reduction::kL2) return v * v;
+  else if constexpr (K == Reduction::kL1) return v < A(0) ? A(-v) : v;
   else return v;
 }
 
@@ -39,6 +42,7 @@ template <Reduction K, typename S, typename A>
 __device__ S finish(A acc, int64_t count) {
   if constexpr (K == Reduction::kMean) acc = acc / static_cast<A>(count);
   if constexpr (K == Reduction::kL2 && std::is_floating_point_v<A>) acc = sqrt(acc);  // floats only (registered)
+  if constexpr (K == Reduction::kLogSum && std::is_floating_point_v<A>) acc = log(acc);
   return store_value<S>(static_cast<compute_type<S>>(acc));
 }
 
@@ -77,8 +81,34 @@ __global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, S* y
   }
 }
 
+// ReduceLogSumExp, one block per output: m + log(sum(exp(x - m))) with m the maximum (0 where it
+// is not finite), so large inputs do not overflow.
+template <typename S>
+__global__ void log_sum_exp_kernel(int64_t outputs, int64_t R, const S* x, S* y, StridedIndexer<1> kept,
+                                   StridedIndexer<1> red) {
+  OTTER_BLOCK_STRIDE(o, outputs) {
+    int64_t base[1], off[1];
+    kept.offsets(o, base);
+    double m = -INFINITY;
+    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
+      red.offsets(r, off);
+      m = MaxOp{}(m, static_cast<double>(load_value(x[base[0] + off[0]])));
+    }
+    m = block_reduce(m, MaxOp{}, -static_cast<double>(INFINITY));
+    const double shift = isfinite(m) ? m : 0.0;
+    double s = 0;
+    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
+      red.offsets(r, off);
+      s += exp(static_cast<double>(load_value(x[base[0] + off[0]])) - shift);
+    }
+    s = block_reduce(s, SumOp{}, 0.0);
+    if (threadIdx.x == 0) y[o] = store_value<S>(static_cast<compute_type<S>>(log(s) + shift));
+  }
+}
+
 template <typename A>
 A reduce_init(Reduction k) {
+  if (k == Reduction::kProd) return A(1);
   if (k == Reduction::kMax)
     return std::is_floating_point_v<A> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest();
   if (k == Reduction::kMin)
@@ -105,7 +135,9 @@ void launch_reduce(const KernelContext& ctx, const Tensor& x, Tensor& y, const s
   const S* px = static_cast<const S*>(x.raw());
   S* py = static_cast<S*>(y.raw());
   const bool outputs_coalesce = kept.rank > 0 && kept.strides[0][kept.rank - 1] == 1;
-  if (outputs_coalesce && outputs >= 1024) {
+  if constexpr (K == Reduction::kLogSumExp) {
+    log_sum_exp_kernel<S><<<blocks_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red);
+  } else if (outputs_coalesce && outputs >= 1024) {
     reduce_thread_kernel<K, S, A><<<grid_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red, init);
   } else {
     reduce_block_kernel<K, S, A><<<blocks_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red, init);
@@ -122,6 +154,10 @@ void dispatch_kind(Reduction k, const KernelContext& ctx, const Tensor& x, Tenso
     case Reduction::kMin: return launch_reduce<Reduction::kMin, S>(ctx, x, y, red);
     case Reduction::kSumSquare: return launch_reduce<Reduction::kSumSquare, S>(ctx, x, y, red);
     case Reduction::kL2: return launch_reduce<Reduction::kL2, S>(ctx, x, y, red);
+    case Reduction::kProd: return launch_reduce<Reduction::kProd, S>(ctx, x, y, red);
+    case Reduction::kL1: return launch_reduce<Reduction::kL1, S>(ctx, x, y, red);
+    case Reduction::kLogSum: return launch_reduce<Reduction::kLogSum, S>(ctx, x, y, red);
+    case Reduction::kLogSumExp: return launch_reduce<Reduction::kLogSumExp, S>(ctx, x, y, red);
   }
 }
 
@@ -155,7 +191,9 @@ class ReduceKernel : public Kernel {
       if (!red[i]) out_dims.push_back(x.dims()[i]);
       else if (keepdims_) out_dims.push_back(1);
     }
-    if ((kind_ == Reduction::kMean || kind_ == Reduction::kSumSquare || kind_ == Reduction::kL2) && !is_float(x.dtype()))
+    const bool float_only = kind_ == Reduction::kMean || kind_ == Reduction::kSumSquare || kind_ == Reduction::kL2 ||
+                            kind_ == Reduction::kLogSum || kind_ == Reduction::kLogSumExp;
+    if (float_only && !is_float(x.dtype()))
       ctx.error(str_cat("input must be a float tensor, got ", x.describe()));
     Tensor& out = ctx.allocate_output(0, x.dtype(), out_dims);
     dispatch_numeric(x.dtype(), [&](auto tag) {
@@ -183,6 +221,10 @@ KernelFactory reduce_kernel(const std::string& op) {
   if (op == "ReduceMin") return reduce(Reduction::kMin, 18);
   if (op == "ReduceSumSquare") return reduce(Reduction::kSumSquare, 18);
   if (op == "ReduceL2") return reduce(Reduction::kL2, 18);
+  if (op == "ReduceProd") return reduce(Reduction::kProd, 18);
+  if (op == "ReduceL1") return reduce(Reduction::kL1, 18);
+  if (op == "ReduceLogSum") return reduce(Reduction::kLogSum, 18);
+  if (op == "ReduceLogSumExp") return reduce(Reduction::kLogSumExp, 18);
   fail("reduce_kernel: no CUDA kernel for ", op);
 }
 

@@ -6,6 +6,7 @@
 #include "graph/error.h"
 #include "graph/op_table.h"
 #include "kernels/common/nn_params.h"
+#include "kernels/common/math_attrs.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -98,6 +99,18 @@ const Row kRows[] = {
       {onnx, "Not", kBool, elementwise_kernel},
       {onnx, "Where", kAny, elementwise_kernel},
       {onnx, "Cast", kAny, elementwise_kernel},
+      // Math families (math.cu): the op table bounds their opsets.
+#define OTTER_ROW(Name, types) {onnx, #Name, types, math_kernel},
+#define OTTER_FLOAT_ROW(Name) OTTER_ROW(Name, kFloat)
+#define OTTER_NUMERIC_ROW(Name) OTTER_ROW(Name, kNumeric)
+#define OTTER_DERIVATIVE_ROW(Name) {otter, #Name "Grad", kFloat, math_kernel},
+      OTTER_MATH_FLOAT_OPS(OTTER_FLOAT_ROW) OTTER_MATH_CLASSIFY_OPS(OTTER_FLOAT_ROW)
+      OTTER_MATH_NUMERIC_OPS(OTTER_NUMERIC_ROW) OTTER_NUMERIC_ROW(PRelu)
+      OTTER_MATH_DERIVATIVE_OPS(OTTER_DERIVATIVE_ROW)
+#undef OTTER_ROW
+#undef OTTER_FLOAT_ROW
+#undef OTTER_NUMERIC_ROW
+#undef OTTER_DERIVATIVE_ROW
       // Views and host-computed shape data (host_ops.cc).
       {onnx, "Reshape", kAny, host_logic},
       {onnx, "Flatten", kAny, host_logic},
@@ -126,6 +139,13 @@ const Row kRows[] = {
       {onnx, "ReduceMin", kFloatInt, reduce_kernel},
       {onnx, "ReduceSumSquare", kFloat, reduce_kernel},
       {onnx, "ReduceL2", kFloat, reduce_kernel},
+      {onnx, "ReduceProd", kFloatInt, reduce_kernel},
+      {onnx, "ReduceL1", kFloatInt, reduce_kernel},
+      {onnx, "ReduceLogSum", kFloat, reduce_kernel},
+      {onnx, "ReduceLogSumExp", kFloat, reduce_kernel},
+      {onnx, "CumSum", kNumeric, scan_kernel},
+      {onnx, "ArgMax", kNumeric, scan_kernel},
+      {onnx, "ArgMin", kNumeric, scan_kernel},
       // GEMMs (matmul.cu, cuBLASLt) and convolution (conv.cu, cuDNN).
       {onnx, "MatMul", kFloat, matmul_kernel},
       {onnx, "Gemm", kFloat, matmul_kernel},

@@ -461,11 +461,66 @@ std::vector<Case> grad_cases() {
   return cs;
 }
 
+// The math families (kernels/cuda/math.cu): every op and derivative on the domain it is defined on.
+std::vector<Case> math_cases() {
+  std::vector<Case> cs;
+  const std::vector<std::pair<const char*, std::pair<double, double>>> ops = {
+      {"Sin", {-6, 6}},       {"Cos", {-6, 6}},      {"Tan", {-1.4, 1.4}},   {"Asin", {-0.99, 0.99}},
+      {"Acos", {-0.99, 0.99}}, {"Atan", {-9, 9}},    {"Sinh", {-6, 6}},      {"Cosh", {-6, 6}},
+      {"Asinh", {-9, 9}},     {"Acosh", {1.05, 9}},    {"Atanh", {-0.95, 0.95}}, {"Ceil", {-9, 9}},
+      {"Floor", {-9, 9}},     {"Round", {-9, 9}},    {"HardSigmoid", {-4, 4}}, {"HardSwish", {-5, 5}},
+      {"Elu", {-4, 4}},       {"Selu", {-4, 4}},     {"Celu", {-4, 4}},      {"ThresholdedRelu", {-3, 3}},
+      {"Mish", {-9, 9}},      {"Shrink", {-2, 2}}};
+  for (const auto& [op, r] : ops) {
+    Case c = mk(str_cat(op, "_range"), op, {Tu({5, 37}, r.first, r.second)}, kF);
+    c.opset = 18;
+    cs.push_back(c);
+    if (std::string(op) == "Ceil" || std::string(op) == "Floor" || std::string(op) == "Round") continue;
+    Case d = train_op(str_cat(op, "Grad_range"), str_cat(op, "Grad"), {T({5, 37}), Tu({5, 37}, r.first, r.second)}, kF);
+    cs.push_back(d);
+  }
+  cs.push_back(mk("Round_halves", "Round", {Tv({8}, {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49})}, kF));
+  cs.push_back(mk("Elu_alpha", "Elu", {T({4, 7})}, kF, {{"alpha", 0.3f}}));
+  cs.push_back(mk("HardSigmoid_attrs", "HardSigmoid", {T({4, 7})}, kF, {{"alpha", 0.3f}, {"beta", 0.4f}}));
+  cs.push_back(train_op("HardSigmoidGrad_attrs", "HardSigmoidGrad", {T({4, 7}), Tu({4, 7}, -4, 4)}, kF,
+                        {{"alpha", 0.3f}, {"beta", 0.4f}}));
+  cs.push_back(mk("Shrink_attrs", "Shrink", {Tu({4, 7}, -3, 3)}, kF, {{"lambd", 1.f}, {"bias", 0.25f}}));
+  cs.push_back(mk("Shrink_int", "Shrink", {Tu({4, 7}, -5, 5)}, {I64, I32, I8, U8}, {{"lambd", 1.5f}, {"bias", 1.f}}));
+  cs.push_back(mk("Sign_numeric", "Sign", {Tu({5, 9}, -3, 3)}, kNum));
+  cs.push_back(mk("Sign_zero_nan", "Sign", {Tv({4}, {0, -0.0, NAN, -1})}, kF));
+  cs.push_back(mk("IsNaN_specials", "IsNaN", {Tv({5}, {NAN, 1, INFINITY, -INFINITY, 0})}, kF));
+  cs.push_back(mk("IsInf_specials", "IsInf", {Tv({5}, {NAN, 1, INFINITY, -INFINITY, 0})}, kF));
+  cs.push_back(mk("IsInf_negative_only", "IsInf", {Tv({5}, {NAN, 1, INFINITY, -INFINITY, 0})}, kF,
+                  {{"detect_positive", int64_t{0}}}));
+  cs.push_back(mk("PRelu_channel", "PRelu", {T({2, 3, 5, 7}), T({3, 1, 1})}, kNum));
+  cs.push_back(mk("PRelu_scalar", "PRelu", {T({9, 4}), T({1})}, kNum));
+  cs.push_back(mk("PRelu_empty", "PRelu", {T({0, 4}), T({4})}, kNum));
+  // Along-one-axis ops (scan.cu) and the further reductions (reduce.cu).
+  for (int64_t exclusive : {0, 1})
+    for (int64_t reverse : {0, 1})
+      cs.push_back(mk(str_cat("CumSum_e", exclusive, "_r", reverse), "CumSum", {T({3, 37, 5}), ints({1})}, kNum,
+                      {{"exclusive", exclusive}, {"reverse", reverse}}));
+  cs.push_back(mk("CumSum_last_axis", "CumSum", {T({4, 300}), vals(I32, {}, {-1})}, kNum));
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    cs.push_back(mk(str_cat(op, "_axis1"), op, {T({4, 33, 5})}, kNum, {{"axis", int64_t{1}}}));
+    cs.push_back(mk(str_cat(op, "_ties_last"), op, {Tu({6, 9}, -2, 2)}, kNum,
+                    {{"axis", int64_t{-1}}, {"keepdims", int64_t{0}}, {"select_last_index", int64_t{1}}}));
+  }
+  cs.push_back(mk("ReduceProd_axis", "ReduceProd", {Tu({4, 9, 3}, 0.5, 1.5), ints({1})}, kFI));
+  cs.push_back(mk("ReduceL1_all", "ReduceL1", {T({4, 9, 3})}, kFI));
+  cs.push_back(mk("ReduceLogSum_axes", "ReduceLogSum", {Tu({4, 9, 3}, 0.1, 2), ints({0, 2})}, kF));
+  cs.push_back(mk("ReduceLogSumExp_axis", "ReduceLogSumExp", {Tu({4, 700, 3}, -30, 30), ints({1})}, kF));
+  cs.push_back(mk("ReduceLogSumExp_big", "ReduceLogSumExp", {Tu({2, 5}, 200, 300)}, {F32}));
+  for (Case& c : cs)
+    if (c.op.rfind("Reduce", 0) == 0) c.opset = 18;
+  return cs;
+}
+
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> all;
     for (auto* family : {elementwise_cases, reduce_cases, shape_cases, matmul_cases, conv_pool_cases, nn_cases,
-                         grad_cases, train_cases})
+                         grad_cases, train_cases, math_cases})
       for (Case& c : family()) all.push_back(std::move(c));
     for (Case& c : all)
       if (c.types.empty()) c.types = {F32};  // cases whose types are all fixed run once

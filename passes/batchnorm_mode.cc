@@ -1,0 +1,137 @@
+// BatchNorm training mode and parameter selection (see batchnorm_mode.h).
+#include "passes/batchnorm_mode.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "graph/error.h"
+#include "graph/op_table.h"
+
+namespace otter {
+namespace {
+
+bool in_training_mode(const Node& n) {
+  if (n.opset() >= 14) return n.attr_i("training_mode", 0) != 0;
+  for (int i = 1; i < n.num_outputs(); ++i)
+    if (n.output(i)) return true;  // BatchNormalization-9 trains when the statistics are asked for
+  return false;
+}
+
+// A copy of BatchNorm node n (inputs, attributes, opset, name) before n with the given outputs
+// (empty names: absent), which then replaces n's Y.
+Node* rebuild(Graph& g, Node* n, const std::vector<std::string>& outs, bool training) {
+  Value* y = n->output(0);
+  const std::string y_name = y->name();
+  g.rename_value(y, g.unique_name(y_name + ".old"));
+  std::vector<std::string> names = outs;
+  names[0] = y_name;
+  Node* bn = g.add_node("BatchNormalization", n->inputs(), names, "", n);
+  bn->set_opset(n->opset());
+  bn->set_name(n->name());
+  for (const auto& [k, a] : n->attrs())
+    if (k != "training_mode") bn->set_attr(k, a);
+  if (training && n->opset() >= 14) bn->set_attr("training_mode", Attribute(int64_t{1}));
+  infer_node(*bn);
+  g.replace_all_uses(y, bn->output(0));
+  return bn;
+}
+
+// Scalar constant of dtype t.
+Value* scalar(Graph& g, const std::string& name, double v, DataType t) {
+  Tensor s = t == DataType::kFloat64 ? Tensor::scalar<double>(v) : Tensor::scalar<float>(static_cast<float>(v));
+  return g.add_initializer(g.unique_name(name), s, false);
+}
+
+// PyTorch's running_var from the ONNX one: var_out * n/(n-1) - var_old * momentum/(n-1), with n
+// the elements per channel of X.
+Value* unbiased_running_var(Graph& g, Node* bn, Value* var_out) {
+  Value *x = bn->input(0), *var = bn->input(4);
+  const Shape& s = x->shape();
+  if (!s.rank_known || !s.is_static() || s.rank() < 2)
+    fail("batchnorm-mode: ", bn->describe(), " needs a static input shape (pin the batch size), got ", s.to_string());
+  const double n = static_cast<double>(s.numel() / s.dims[1].value);
+  if (n < 2)
+    fail("batchnorm-mode: ", bn->describe(), " trains on ", n, " value per channel; PyTorch needs more than 1");
+  const double m = bn->attr_f("momentum", 0.9f);
+  const DataType t = var->dtype();
+  const std::string base = var->name();
+  Node* a =
+      g.add_node("Mul", {var_out, scalar(g, base + ".unbias", n / (n - 1), t)}, {g.unique_name(base + ".scaled")});
+  infer_node(*a);
+  Node* b =
+      g.add_node("Mul", {var, scalar(g, base + ".momentum_unbias", m / (n - 1), t)}, {g.unique_name(base + ".kept")});
+  infer_node(*b);
+  Node* d = g.add_node("Sub", {a->output(0), b->output(0)}, {g.unique_name(base + ".new")});
+  infer_node(*d);
+  return d->output(0);
+}
+
+// Whether v is a running statistic this pass may manage (an initializer or state, not computed).
+bool statistic(const Value* v) { return v && (v->kind() == ValueKind::kInitializer || v->kind() == ValueKind::kState); }
+
+void train_node(Graph& g, Node* n) {
+  Value *mean = n->input(3), *var = n->input(4);
+  for (Value* v : {mean, var}) {
+    v->set_trainable(false);
+    if (v->kind() != ValueKind::kState) g.set_kind(v, ValueKind::kState);
+  }
+  Node* bn = n;
+  if (!in_training_mode(*n) || !n->output(1) || !n->output(2))
+    bn = rebuild(
+        g, n, {"", g.unique_name(mean->name() + ".batch_update"), g.unique_name(var->name() + ".batch_update")}, true);
+  g.state_updates[mean] = bn->output(1);
+  g.state_updates[var] = unbiased_running_var(g, bn, bn->output(2));
+}
+
+void freeze_node(Graph& g, Node* n) {
+  Value *mean = n->input(3), *var = n->input(4);
+  for (Value* v : {mean, var}) {
+    v->set_trainable(false);
+    g.state_updates.erase(v);
+    if (v->kind() == ValueKind::kState) g.set_kind(v, ValueKind::kInitializer);
+  }
+  if (in_training_mode(*n)) rebuild(g, n, {""}, false);
+}
+
+}  // namespace
+
+int64_t batchnorm_mode(Graph& g, bool train) {
+  int64_t changed = 0;
+  for (Node* n : g.node_list()) {
+    if (!n->domain().empty() || n->op_type() != "BatchNormalization") continue;
+    if (!statistic(n->input(3)) || !statistic(n->input(4))) continue;
+    train ? train_node(g, n) : freeze_node(g, n);
+    ++changed;
+  }
+  g.remove_dead_nodes();
+  return changed;
+}
+
+std::vector<std::string> freeze_unreachable(Graph& g, const std::string& loss) {
+  // Values from which a differentiable path (float values, ops with gradients) reaches a target.
+  std::unordered_set<const Value*> reaches;
+  if (Value* l = g.find_value(loss))
+    reaches.insert(l);
+  else
+    for (Value* o : g.outputs()) reaches.insert(o);
+  const OpTable& table = OpTable::instance();
+  std::vector<Node*> nodes = g.node_list();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* n = *it;
+    if (table.get(*n).grad_kind == GradKind::kNoGradient) continue;
+    bool live = false;
+    for (Value* o : n->outputs()) live |= o && is_float(o->dtype()) && reaches.count(o);
+    if (!live) continue;
+    for (Value* in : n->inputs())
+      if (in && is_float(in->dtype())) reaches.insert(in);
+  }
+  std::vector<std::string> frozen;
+  for (Value* v : g.initializers())
+    if (v->trainable() && !reaches.count(v)) {
+      v->set_trainable(false);
+      frozen.push_back(v->name());
+    }
+  return frozen;
+}
+
+}  // namespace otter

@@ -1,0 +1,182 @@
+// CPU kernels of the math op families (kernels/cpu/math.cc) against outside references: the ONNX
+// backend node tests of Debian's libonnx-testdata (numpy's results; tests recorded at opsets below
+// 13 run with their opset raised to 13, where these ops' schemas say the same), PyTorch's Mish
+// values, and the half types against float32 rounded once.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "graph/onnx_io.h"
+#include "graph/op_table.h"
+#include "kernels/common/half.h"
+#include "onnx/onnx_pb.h"
+#include "runtime/executor.h"
+
+namespace otter {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kNodeTests = "/usr/share/libonnx-testdata/data/node";
+
+// Runs one ONNX node test; returns the number of outputs compared.
+int run_node_test(const std::string& name) {
+  const fs::path dir = kNodeTests / name;
+  onnx::ModelProto m;
+  std::ifstream in(dir / "model.onnx", std::ios::binary);
+  EXPECT_TRUE(in && m.ParseFromIstream(&in)) << name;
+  for (auto& o : *m.mutable_opset_import())
+    if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() < 13) o.set_version(13);
+  std::unique_ptr<Graph> g = import_onnx_bytes(m.SerializeAsString(), dir.string());
+  Executor ex(*g);
+  std::map<std::string, Tensor> feeds;
+  for (size_t i = 0; i < g->inputs().size(); ++i)
+    feeds[g->inputs()[i]->name()] =
+        read_tensor_pb_file((dir / "test_data_set_0" / str_cat("input_", i, ".pb")).string());
+  auto out = ex.run(feeds);
+  int compared = 0;
+  for (size_t i = 0; i < g->outputs().size(); ++i) {
+    const Tensor want = read_tensor_pb_file((dir / "test_data_set_0" / str_cat("output_", i, ".pb")).string());
+    const Tensor& got = out.at(g->outputs()[i]->name());
+    EXPECT_EQ(got.dtype(), want.dtype()) << name;
+    EXPECT_EQ(got.dims(), want.dims()) << name;
+    if (got.dims() != want.dims() || got.dtype() != want.dtype()) continue;
+    for (int64_t k = 0; k < want.numel(); ++k) {
+      const double a = got.get_as_double(k), b = want.get_as_double(k);
+      if (std::isnan(b)) {
+        EXPECT_TRUE(std::isnan(a)) << name << "[" << k << "]";
+        continue;
+      }
+      EXPECT_NEAR(a, b, 1e-6 + 1e-5 * std::abs(b)) << name << "[" << k << "]";
+    }
+    ++compared;
+  }
+  return compared;
+}
+
+TEST(MathKernels, OnnxNodeTests) {
+  if (!fs::is_directory(kNodeTests)) GTEST_SKIP() << kNodeTests << " not found (install Debian's libonnx-testdata)";
+  const char* tests[] = {"test_sin",
+                         "test_sin_example",
+                         "test_cos",
+                         "test_cos_example",
+                         "test_tan",
+                         "test_tan_example",
+                         "test_asin",
+                         "test_asin_example",
+                         "test_acos",
+                         "test_acos_example",
+                         "test_atan",
+                         "test_atan_example",
+                         "test_sinh",
+                         "test_sinh_example",
+                         "test_cosh",
+                         "test_cosh_example",
+                         "test_asinh",
+                         "test_asinh_example",
+                         "test_acosh",
+                         "test_acosh_example",
+                         "test_atanh",
+                         "test_atanh_example",
+                         "test_ceil",
+                         "test_ceil_example",
+                         "test_floor",
+                         "test_floor_example",
+                         "test_round",
+                         "test_sign",
+                         "test_isnan",
+                         "test_isinf",
+                         "test_isinf_negative",
+                         "test_isinf_positive",
+                         "test_hardsigmoid",
+                         "test_hardsigmoid_default",
+                         "test_hardsigmoid_example",
+                         "test_hardswish",
+                         "test_hardswish_expanded",
+                         "test_elu",
+                         "test_elu_default",
+                         "test_elu_example",
+                         "test_selu",
+                         "test_selu_default",
+                         "test_selu_example",
+                         "test_celu",
+                         "test_celu_expanded",
+                         "test_thresholdedrelu",
+                         "test_thresholdedrelu_default",
+                         "test_thresholdedrelu_example",
+                         "test_shrink_hard",
+                         "test_shrink_soft",
+                         "test_prelu_broadcast",
+                         "test_prelu_example"};
+  int compared = 0;
+  for (const char* t : tests) compared += run_node_test(t);
+  EXPECT_EQ(compared, static_cast<int>(std::size(tests)));
+}
+
+// One-node graph of op on a float tensor x of dtype t.
+Tensor run_op(const std::string& op, const Tensor& x, std::map<std::string, Attribute> attrs = {}, int opset = 18) {
+  Graph g;
+  g.opset_imports[""] = opset;
+  Value* in = g.add_input("x", x.dtype(), Shape::of(x.dims()));
+  Node* n = g.add_node(op, {in}, {"y"});
+  for (const auto& [k, a] : attrs) n->set_attr(k, a);
+  infer_node(*n);
+  g.add_output(n->output(0));
+  Executor ex(g);
+  return ex.run({{"x", x}}).at("y");
+}
+
+// PyTorch 1.13's torch.nn.functional.mish in float64.
+TEST(MathKernels, MishMatchesPyTorch) {
+  const std::vector<double> x = {-20, -3.5, -1, -0.25, 0, 0.3, 1, 2.5, 10, 30};
+  const std::vector<double> want = {
+      -4.122307240628762e-08, -0.10409575448637122, -0.30340146137410895, -0.12992696367914103, 0.0,
+      0.20800137234811503,    0.8650983882673103,   2.471392304557881,    9.999999958780672,    30.0};
+  const int64_t n = static_cast<int64_t>(x.size());
+  Tensor y64 = run_op("Mish", Tensor::from_vector<double>({n}, x));
+  std::vector<float> xf(x.begin(), x.end());
+  Tensor y32 = run_op("Mish", Tensor::from_vector<float>({n}, xf));
+  for (int64_t k = 0; k < n; ++k) {
+    EXPECT_NEAR(y64.data<double>()[k], want[k], 1e-15 + 1e-13 * std::abs(want[k])) << k;
+    EXPECT_NEAR(y32.data<float>()[k], want[k], 1e-7 + 1e-6 * std::abs(want[k])) << k;
+  }
+}
+
+// Every float op in float16 and bfloat16: the float32 result of the same (exactly widened) inputs,
+// rounded once, within one unit in the last place.
+TEST(MathKernels, HalfTypesRoundTheFloatResult) {
+  const std::vector<std::pair<std::string, std::pair<double, double>>> ops = {
+      {"Sin", {-3, 3}},         {"Cos", {-3, 3}},        {"Tan", {-1.2, 1.2}},
+      {"Asin", {-0.95, 0.95}},  {"Acos", {-0.95, 0.95}}, {"Atan", {-5, 5}},
+      {"Sinh", {-4, 4}},        {"Cosh", {-4, 4}},       {"Asinh", {-5, 5}},
+      {"Acosh", {1.1, 6}},      {"Atanh", {-0.9, 0.9}},  {"Ceil", {-5, 5}},
+      {"Floor", {-5, 5}},       {"Round", {-5, 5}},      {"Sign", {-2, 2}},
+      {"HardSigmoid", {-4, 4}}, {"HardSwish", {-5, 5}},  {"Elu", {-3, 3}},
+      {"Selu", {-3, 3}},        {"Celu", {-3, 3}},       {"ThresholdedRelu", {-3, 3}},
+      {"Mish", {-4, 4}},        {"Shrink", {-2, 2}}};
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    for (const auto& [op, range] : ops) {
+      const int64_t n = 101;
+      Tensor x(t, {n});
+      Tensor xf(DataType::kFloat32, {n});
+      for (int64_t k = 0; k < n; ++k) {
+        const float v = static_cast<float>(range.first + (range.second - range.first) * k / (n - 1));
+        const uint16_t bits = t == DataType::kFloat16 ? float_to_half(v) : float_to_bf16(v);
+        static_cast<uint16_t*>(x.raw())[k] = bits;
+        xf.data<float>()[k] = t == DataType::kFloat16 ? half_to_float(bits) : bf16_to_float(bits);
+      }
+      Tensor y = run_op(op, x), yf = run_op(op, xf);
+      ASSERT_EQ(y.dtype(), t) << op;
+      const double ulp = t == DataType::kFloat16 ? 1.0 / 1024 : 1.0 / 128;
+      for (int64_t k = 0; k < n; ++k) {
+        const double want = yf.data<float>()[k];
+        EXPECT_NEAR(y.get_as_double(k), want, ulp * std::max(std::abs(want), 6.1e-5))
+            << op << " " << dtype_name(t) << " [" << k << "]";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace otter
