@@ -80,12 +80,6 @@ void onnx_text(const uint8_t* data, size_t size) {
   });
 }
 
-void npz(const uint8_t* data, size_t size) {
-  const std::string bytes = as_string(data, size);
-  refusing_with_error([&] { parse_npz(bytes, "fuzz.npz"); });
-  refusing_with_error([&] { parse_npy(bytes, "fuzz.npy"); });
-}
-
 void pipeline(const uint8_t* data, size_t size) {
   const std::string text = as_string(data, size);
   refusing_with_error([&] { parse_pipeline(text); });
@@ -133,12 +127,6 @@ const std::vector<Target>& targets() {
       {"pipeline", pipeline},     {"checkpoint", checkpoint},
   };
   return all;
-}
-
-void set_fuzzing_limits() {
-  setenv("OTTER_MAX_TENSOR_BYTES", "67108864", /*overwrite=*/0);  // 64 MiB
-  setenv("OTTER_MAX_NPZ_BYTES", "67108864", 0);
-  setenv("OMP_NUM_THREADS", "1", 0);
 }
 
 }  // namespace otter::fuzz

@@ -13,6 +13,32 @@ namespace otter {
 
 namespace onnx_detail {
 
+// otter's metadata keys (what ONNX cannot say) next to the graph's own metadata.
+static void add_metadata(const Graph& g, const std::vector<std::string>& state, const std::vector<std::string>& frozen,
+                         const std::vector<std::string>& updates, const std::vector<std::string>& apply_nodes,
+                         onnx::ModelProto& m) {
+  std::vector<std::string> gradients;
+  for (const auto& [p, gr] : g.gradients) {
+    OTTER_CHECK(p, "export: graph '", g.name, "' records a gradient of a null parameter");
+    gradients.push_back(p->name() + "=" + (gr ? gr->name() : ""));
+  }
+
+  std::map<std::string, std::string> meta = g.metadata;
+  for (const char* k : kOwnKeys) meta.erase(k);
+  meta[kStateKey] = join(state, ",");
+  meta[kStateUpdatesKey] = join(updates, ",");
+  meta[kFrozenKey] = join(frozen, ",");
+  if (!apply_nodes.empty()) meta[kApplyNodesKey] = join(apply_nodes, ",");
+  if (!gradients.empty()) meta[kGradientsKey] = join(gradients, ",");
+  if (g.loss_seed) meta[kLossSeedKey] = g.loss_seed->name();
+  if (g.loss_scale) meta[kLossScaleKey] = g.loss_scale->name();
+  for (const auto& [k, v] : meta) {
+    auto* p = m.add_metadata_props();
+    p->set_key(k);
+    p->set_value(v);
+  }
+}
+
 onnx::ModelProto graph_to_model(const Graph& g) {
   onnx::ModelProto m;
   std::map<std::string, int> imports;
@@ -38,11 +64,13 @@ onnx::ModelProto graph_to_model(const Graph& g) {
   std::vector<std::string> state, frozen, updates;
   for (const Value* v : g.values()) {
     if (v->kind() != ValueKind::kInitializer && v->kind() != ValueKind::kState) continue;
-    OTTER_CHECK(v->has_data(), "export: ", v->kind() == ValueKind::kState ? "state '" : "initializer '",
-                v->name(), "' has no data");
+    OTTER_CHECK(v->has_data(), "export: ", v->kind() == ValueKind::kState ? "state '" : "initializer '", v->name(),
+                "' has no data");
     tensor_to_proto(v->data(), v->name(), gp->add_initializer());
-    if (v->kind() == ValueKind::kState) state.push_back(v->name());
-    else if (is_float(v->dtype()) && !v->trainable()) frozen.push_back(v->name());
+    if (v->kind() == ValueKind::kState)
+      state.push_back(v->name());
+    else if (is_float(v->dtype()) && !v->trainable())
+      frozen.push_back(v->name());
   }
   for (const Value* s : g.values()) {  // state and parameters updated in place, in creation order
     auto it = g.state_updates.find(const_cast<Value*>(s));
@@ -71,26 +99,7 @@ onnx::ModelProto graph_to_model(const Graph& g) {
     }
   }
 
-  std::vector<std::string> gradients;
-  for (const auto& [p, gr] : g.gradients) {
-    OTTER_CHECK(p, "export: graph '", g.name, "' records a gradient of a null parameter");
-    gradients.push_back(p->name() + "=" + (gr ? gr->name() : ""));
-  }
-
-  std::map<std::string, std::string> meta = g.metadata;
-  for (const char* k : kOwnKeys) meta.erase(k);
-  meta[kStateKey] = join(state, ",");
-  meta[kStateUpdatesKey] = join(updates, ",");
-  meta[kFrozenKey] = join(frozen, ",");
-  if (!apply_nodes.empty()) meta[kApplyNodesKey] = join(apply_nodes, ",");
-  if (!gradients.empty()) meta[kGradientsKey] = join(gradients, ",");
-  if (g.loss_seed) meta[kLossSeedKey] = g.loss_seed->name();
-  if (g.loss_scale) meta[kLossScaleKey] = g.loss_scale->name();
-  for (const auto& [k, v] : meta) {
-    auto* p = m.add_metadata_props();
-    p->set_key(k);
-    p->set_value(v);
-  }
+  add_metadata(g, state, frozen, updates, apply_nodes, m);
   return m;
 }
 

@@ -36,8 +36,9 @@ build=${OTTER_FUZZ_BUILD_DIR:-build-fuzz}
 mkdir -p "$build"
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache} CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 if [ ! -f "$build/build.ninja" ]; then
+  # -O1 with line tables: stack traces name lines, and the build is twice as fast as at -O2 -g.
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOTTER_CUDA=OFF -DOTTER_FUZZ=ON -DPython3_EXECUTABLE=/usr/bin/python3 >"$build/configure.log" 2>&1 ||
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DOTTER_CUDA=OFF -DOTTER_FUZZ=ON -DPython3_EXECUTABLE=/usr/bin/python3 >"$build/configure.log" 2>&1 ||
     { cat "$build/configure.log"; exit 1; }
 fi
 ninja -C "$build" -j"$jobs" "${targets[@]/#/fuzz_}"
