@@ -25,8 +25,11 @@ DimProduct factor(const Dim& d) {
     std::string part = s.substr(start, star - start);
     bool numeric = !part.empty() && part.size() < 18 &&
                    std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(c); });
-    if (numeric && __builtin_mul_overflow(p.coef, std::stoll(part), &p.coef)) p.known = false;
-    else if (!part.empty()) p.syms.push_back(part);
+    if (numeric) {
+      if (__builtin_mul_overflow(p.coef, std::stoll(part), &p.coef)) p.known = false;
+    } else if (!part.empty()) {
+      p.syms.push_back(part);
+    }
     start = star + 1;
   }
   std::sort(p.syms.begin(), p.syms.end());
