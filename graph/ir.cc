@@ -43,7 +43,9 @@ std::vector<int64_t> Shape::static_dims() const {
 int64_t Shape::numel() const {
   if (!is_static()) return -1;
   int64_t n = 1;
-  for (const Dim& d : dims) n *= d.value;
+  bool overflow = false;
+  for (const Dim& d : dims) overflow |= __builtin_mul_overflow(n, d.value, &n);
+  if (overflow && n != 0) fail("shape ", to_string(), " has more elements than int64 can count");
   return n;
 }
 

@@ -1,11 +1,13 @@
 // Host tensor implementation.
 #include "graph/tensor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <sstream>
 
 #include "graph/element.h"
+#include "graph/limits.h"
 
 namespace otter {
 
@@ -53,7 +55,10 @@ Storage::~Storage() {
 
 int64_t num_elements(const std::vector<int64_t>& dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  bool overflow = false;
+  for (int64_t d : dims) overflow |= __builtin_mul_overflow(n, d, &n);
+  if (overflow && std::find(dims.begin(), dims.end(), 0) == dims.end())
+    fail("shape ", dims_to_string(dims), " has more elements than int64 can count");
   return n;
 }
 
@@ -67,6 +72,14 @@ std::string dims_to_string(const std::vector<int64_t>& dims) {
 
 Tensor::Tensor(DataType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
   for (int64_t d : dims_) OTTER_CHECK(d >= 0, "negative dimension in tensor shape ", dims_to_string(dims_));
+  // Refused before allocating: a shape whose size overflows or exceeds OTTER_MAX_TENSOR_BYTES.
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : dims_) overflow |= __builtin_mul_overflow(n, d, &n);
+  if ((overflow && n != 0) || static_cast<uint64_t>(n) > max_tensor_bytes() / std::max<size_t>(dtype_size(dtype_), 1)) {
+    const std::string what = str_cat("tensor ", dtype_name(dtype_), dims_to_string(dims_));
+    checked_tensor_bytes(static_cast<uint64_t>(checked_num_elements(dims_, what)), dtype_size(dtype_), what);
+  }
   storage_ = std::make_shared<Storage>(nbytes());
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -93,7 +94,15 @@ void write_text(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
-  OTTER_CHECK(out, "checkpoint: cannot write '", p.string(), "'");
+  OTTER_CHECK(out, "cannot write '", p.string(), "': ", std::strerror(errno));
+}
+
+// OTTER_FAULT_INJECT=checkpoint-write makes every save fail after its state file is written, as a
+// full disk would, so that tests can check that the previous checkpoint survives.
+void maybe_inject_write_fault(const fs::path& file) {
+  const char* f = std::getenv("OTTER_FAULT_INJECT");
+  if (f && std::string(f) == "checkpoint-write")
+    fail("cannot write '", file.string(), "': ", std::strerror(ENOSPC), " (injected by OTTER_FAULT_INJECT=checkpoint-write)");
 }
 
 bool complete(const fs::path& dir) { return fs::is_regular_file(dir / kMetaFile); }
@@ -136,19 +145,25 @@ void write_checkpoint(const std::string& dir_name, const Checkpoint& c, const Ch
   fs::remove_all(tmp, ec);  // what a failed save left behind
   fs::create_directory(tmp, ec);
   OTTER_CHECK(!ec, "checkpoint: cannot create '", tmp.string(), "': ", ec.message());
+  const bool had_previous = complete(dir) || complete(aside);
   try {
     write_npz((tmp / kStateFile).string(), c.tensors);
     sync_path(tmp / kStateFile);
     if (hook) hook(kStateFile);
     // The metadata goes last: a directory without it is not a checkpoint.
+    maybe_inject_write_fault(tmp / kMetaFile);
     write_text(tmp / kMetaFile, meta_to_json(c.meta));
     sync_path(tmp / kMetaFile);
     if (hook) hook(kMetaFile);
     sync_path(tmp);
     swap_in(tmp, dir, aside);
     sync_path(parent);
-  } catch (const fs::filesystem_error& e) {
-    fail("checkpoint: saving '", dir.string(), "' failed: ", e.what());
+  } catch (const std::exception& e) {
+    // The incomplete DIR.tmp goes (it is never read: it has no metadata file); DIR stays as it was.
+    std::error_code ignored;
+    if (!complete(tmp)) fs::remove_all(tmp, ignored);
+    fail("checkpoint: saving '", dir.string(), "' failed: ", e.what(),
+         had_previous ? "; the previous checkpoint there is unchanged" : "");
   }
 }
 
@@ -168,6 +183,27 @@ Checkpoint read_checkpoint(const std::string& dir_name) {
   OTTER_CHECK(fs::is_regular_file(dir / kStateFile), "checkpoint '", dir_name, "' has no ", kStateFile);
   c.tensors = read_npz((dir / kStateFile).string()).arrays;
   return c;
+}
+
+Checkpoint parse_checkpoint(const std::string& meta_json, const std::string& state_npz, const std::string& what) {
+  Checkpoint c;
+  c.meta = meta_from_json(meta_json, str_cat(what, ": ", kMetaFile));
+  c.tensors = parse_npz(state_npz, str_cat(what, ": ", kStateFile)).arrays;
+  return c;
+}
+
+std::pair<std::string, std::string> serialize_checkpoint(const Checkpoint& c) {
+  char tmpl[] = "/tmp/otter-checkpoint-XXXXXX";
+  OTTER_CHECK(::mkdtemp(tmpl) != nullptr, "checkpoint: cannot create a temporary folder: ", std::strerror(errno));
+  const fs::path dir = fs::path(tmpl) / "c";
+  write_checkpoint(dir.string(), c);
+  std::ifstream meta(dir / kMetaFile, std::ios::binary), state(dir / kStateFile, std::ios::binary);
+  std::stringstream m, s;
+  m << meta.rdbuf();
+  s << state.rdbuf();
+  std::error_code ignored;
+  fs::remove_all(tmpl, ignored);
+  return {m.str(), s.str()};
 }
 
 }  // namespace otter

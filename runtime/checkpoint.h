@@ -52,5 +52,9 @@ using CheckpointHook = std::function<void(const std::string& file)>;
 void write_checkpoint(const std::string& dir, const Checkpoint& c, const CheckpointHook& hook = {});
 // Reads and checks the format; the caller checks that the contents fit its session.
 Checkpoint read_checkpoint(const std::string& dir);
+// The same from the bytes of checkpoint.json and state.npz; `what` names them in messages.
+Checkpoint parse_checkpoint(const std::string& meta_json, const std::string& state_npz, const std::string& what);
+// checkpoint.json and state.npz of `c` as bytes (what write_checkpoint writes).
+std::pair<std::string, std::string> serialize_checkpoint(const Checkpoint& c);
 
 }  // namespace otter

@@ -1,7 +1,9 @@
-// Dataset and DataLoader.
+// Dataset and DataLoader. Loading refuses data that would train silently wrong: no samples,
+// NaN or Inf in a float array, class labels outside the range of the loss that reads them.
 #include "runtime/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -10,6 +12,100 @@
 #include "runtime/npz.h"
 
 namespace otter {
+
+namespace {
+
+template <typename T>
+int64_t first_non_finite(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(static_cast<double>(p[i]))) return i;
+  return -1;
+}
+
+// Non-finite 16-bit floats: every exponent bit set (fp16: 5 bits, bf16: 8 bits).
+int64_t first_non_finite_16(const uint16_t* p, int64_t n, uint16_t exponent_mask) {
+  for (int64_t i = 0; i < n; ++i)
+    if ((p[i] & exponent_mask) == exponent_mask) return i;
+  return -1;
+}
+
+// "NaN", "inf" or "-inf": what a non-finite element holds.
+std::string describe_non_finite(const Tensor& t, int64_t i) {
+  double v = 0;
+  switch (t.dtype()) {
+    case DataType::kFloat32: v = static_cast<const float*>(t.raw())[i]; break;
+    case DataType::kFloat64: v = static_cast<const double*>(t.raw())[i]; break;
+    default: {
+      uint16_t b = static_cast<const uint16_t*>(t.raw())[i];
+      uint16_t mantissa = t.dtype() == DataType::kFloat16 ? 0x03FF : 0x007F;
+      return (b & mantissa) ? "NaN" : (b & 0x8000) ? "-inf" : "inf";
+    }
+  }
+  return std::isnan(v) ? "NaN" : v < 0 ? "-inf" : "inf";
+}
+
+// "sample 5 (element [5,17])" for flat index i of t.
+std::string locate(const Tensor& t, int64_t i) {
+  std::vector<int64_t> idx(t.dims().size());
+  for (size_t k = idx.size(); k-- > 0;) {
+    idx[k] = i % t.dims()[k];
+    i /= t.dims()[k];
+  }
+  return str_cat("sample ", idx[0], " (element ", dims_to_string(idx), ")");
+}
+
+// Fails naming the file, the array and the sample of the first NaN or Inf of a float array.
+void check_finite(const Tensor& t, const std::string& path, const std::string& name) {
+  int64_t bad = -1;
+  switch (t.dtype()) {
+    case DataType::kFloat32: bad = first_non_finite(static_cast<const float*>(t.raw()), t.numel()); break;
+    case DataType::kFloat64: bad = first_non_finite(static_cast<const double*>(t.raw()), t.numel()); break;
+    case DataType::kFloat16:
+      bad = first_non_finite_16(static_cast<const uint16_t*>(t.raw()), t.numel(), 0x7C00);
+      break;
+    case DataType::kBFloat16:
+      bad = first_non_finite_16(static_cast<const uint16_t*>(t.raw()), t.numel(), 0x7F80);
+      break;
+    default: return;
+  }
+  if (bad >= 0)
+    fail(path, ": array '", name, "' ", locate(t, bad), " holds ", describe_non_finite(t, bad),
+         "; training data must be finite");
+}
+
+// The class count of a cross-entropy loss reading `labels` (its scores' axis 1), or 0 where no
+// such loss reads it or the count is not static. `ignore` receives the loss's ignore_index.
+int64_t label_classes(const Value* labels, int64_t* ignore, bool* has_ignore) {
+  for (auto [node, slot] : labels->uses()) {
+    if (slot != 1 || node->domain() != "") continue;
+    if (node->op_type() != "SoftmaxCrossEntropyLoss" && node->op_type() != "NegativeLogLikelihoodLoss") continue;
+    const Value* scores = node->input(0);
+    if (!scores || !scores->shape().rank_known || scores->shape().rank() < 2) return 0;
+    const Dim& c = scores->shape().dims[1];
+    *has_ignore = node->has_attr("ignore_index");
+    *ignore = node->attr_i("ignore_index", 0);
+    return c.is_static() ? c.value : 0;
+  }
+  return 0;
+}
+
+// Fails naming the file, the array and the sample of the first label outside [0, classes).
+void check_labels(const Tensor& t, const Value* v, const std::string& path) {
+  if (t.dtype() != DataType::kInt64 && t.dtype() != DataType::kInt32) return;
+  int64_t ignore = 0;
+  bool has_ignore = false;
+  const int64_t classes = label_classes(v, &ignore, &has_ignore);
+  if (classes <= 0) return;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t l = t.dtype() == DataType::kInt64 ? static_cast<const int64_t*>(t.raw())[i]
+                                              : static_cast<const int32_t*>(t.raw())[i];
+    if ((l < 0 || l >= classes) && !(has_ignore && l == ignore))
+      fail(path, ": array '", v->name(), "' ", locate(t, i), " holds label ", l, ", outside the ", classes,
+           " classes [0, ", classes, ") of the model's output");
+  }
+}
+
+}  // namespace
 
 Dataset Dataset::from_npz(const std::string& path, const std::vector<const Value*>& wanted) {
   return from_arrays(read_npz(path), wanted);
@@ -40,9 +136,12 @@ Dataset Dataset::from_arrays(const NpzArchive& a, const std::vector<const Value*
     }
     OTTER_CHECK(t.dim(0) == d.size_, path, ": array '", v->name(), "' has ", t.dim(0), " samples but '", first, "' has ",
                 d.size_);
+    check_finite(t, path, v->name());
+    check_labels(t, v, path);
     d.arrays_[v->name()] = t;
   }
   if (d.size_ < 0) d.size_ = 0;
+  OTTER_CHECK(d.size_ > 0 || wanted.empty(), path, ": the data set is empty (array '", first, "' has 0 samples)");
   return d;
 }
 

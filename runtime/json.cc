@@ -1,6 +1,7 @@
 // Minimal JSON writing and flat-object reading (see json.h).
 #include "runtime/json.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -110,6 +111,8 @@ class FlatReader {
         case 't': out += '\t'; break;
         case 'u': {
           if (i_ + 4 > t_.size()) error("short \\u escape");
+          if (!std::all_of(t_.begin() + i_, t_.begin() + i_ + 4, [](char h) { return std::isxdigit(h); }))
+            error("\\u escape without 4 hex digits");
           unsigned code = std::stoul(t_.substr(i_, 4), nullptr, 16);
           if (code > 0x7f) error("non-ASCII \\u escape");
           out += static_cast<char>(code);

@@ -1,4 +1,5 @@
-// .npy / .npz reading and writing (stored and deflated archives, every otter dtype).
+// .npy / .npz reading and writing (stored and deflated archives, every otter dtype): the public
+// interface of runtime/npz.cc, runtime/npy.cc, runtime/zip_reader.cc and runtime/npz_writer.cc.
 #pragma once
 
 #include <map>
@@ -18,7 +19,11 @@ struct NpzArchive {
   std::string path;  // for messages
 };
 
+// Refuses archives over OTTER_MAX_NPZ_BYTES uncompressed and entries that claim more than deflate
+// can produce (graph/limits.h), before allocating.
 NpzArchive read_npz(const std::string& path);
+// The same from the archive's bytes; `path` names it in messages.
+NpzArchive parse_npz(const std::string& bytes, const std::string& path);
 // Writes (deflated when `compress`) to a temporary name, then renames.
 void write_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& arrays,
                bool compress = false);

@@ -2,8 +2,30 @@
 # Installs the Debian packages otter needs (when missing) and builds it into build/.
 # Environment: OTTER_BUILD_DIR (default build), OTTER_CUDA (AUTO|ON|OFF, default AUTO),
 # OTTER_BUILD_TYPE (default Release), OTTER_SANITIZE (ON: ASan + UBSan, default OFF), OTTER_CMAKE_ARGS.
+# With --fuzz-deps it only installs what fuzzing needs (clang 14, its libFuzzer and sanitizer
+# runtimes, its OpenMP) when missing, and builds nothing (scripts/fuzz.sh calls it so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Installs the Debian packages named as arguments that are not installed yet.
+install_missing() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "setup: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+if [ "${1:-}" = "--fuzz-deps" ]; then
+  install_missing clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
+  exit 0
+fi
 
 packages=(
   cmake ninja-build g++ ccache pkg-config
@@ -13,17 +35,7 @@ packages=(
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-sklearn
   pybind11-dev python3-dev python3-matplotlib python3-tqdm python3-pytest
 )
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+install_missing "${packages[@]}"
 
 # Model files too large to commit (ResNet-18 and its references), made from the committed scripts.
 if [ ! -f models/resnet18/resnet18.onnx ] || [ ! -f models/resnet18/resnet18_forward_ref.npz ]; then

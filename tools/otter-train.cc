@@ -20,6 +20,7 @@
 #include "runtime/executor.h"
 #include "runtime/initial_values.h"
 #include "runtime/json.h"
+#include "runtime/nonfinite.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
 #include "tools/cli.h"
@@ -299,6 +300,8 @@ std::vector<cli::FlagSpec> train_flags() {
       {"export", true, "write the trained model (ONNX) here at the end (LoRA: adapters merged)", "OUT.onnx"},
       {"export-adapters", true, "write the LoRA adapters (<W>.lora_A, <W>.lora_B) here at the end", "FILE.npz"},
       {"log-json", true, "write one JSON object per optimizer step to FILE", "FILE"},
+      {"on-nonfinite", true, "stop|skip: a step with a non-finite loss or gradients stops training (default) or is skipped",
+       "P"},
       {"print-pipeline", false, "print the training pass pipeline and exit"},
       {"help", false, "show this help"},
   };
@@ -417,6 +420,7 @@ struct TrainLoop {
   std::string save_dir;   // empty: no checkpoints
   const Dataset* eval;    // null: no evaluation
   int64_t log_every = 0;  // 0: one line per epoch
+  NonFiniteMonitor* nonfinite = nullptr;
 
   void run(TrainingSession& s, DataLoader& loader, StepLog& log) const {
     Interval iv;
@@ -426,6 +430,7 @@ struct TrainLoop {
       StepResult r = s.train_step(batch);
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       log.write(r, loader.state().epoch, static_cast<double>(global) / std::max(secs, 1e-9));
+      if (nonfinite) nonfinite->observe(r);
       iv.loss_sum += r.loss;
       iv.seconds += secs;
       iv.samples += global;
@@ -509,6 +514,8 @@ int cmd_train(int argc, char** argv) {
 
   TrainLoop loop{total, per_epoch, epochs, global, args.get("save"), eval ? &*eval : nullptr};
   loop.log_every = log_every_flag ? log_every_flag : steps_flag ? std::max<int64_t>(1, total / 10) : 0;
+  NonFiniteMonitor nonfinite(parse_nonfinite_policy(args.get("on-nonfinite", "stop")), *session);
+  loop.nonfinite = &nonfinite;
   const auto t_start = std::chrono::steady_clock::now();
   loop.run(*session, loader, log);
   double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -519,6 +526,7 @@ int cmd_train(int argc, char** argv) {
     std::printf("\n");
   }
   std::printf("trained %" PRId64 " steps in %.2f s\n", session->steps_taken(), total_s);
+  if (nonfinite.faulty_steps()) std::printf("warning: %s\n", nonfinite.summary(session->steps_taken()).c_str());
   if (args.has("export")) {
     session->export_inference(args.get("export"));
     std::printf("wrote %s\n", args.get("export").c_str());

@@ -25,8 +25,11 @@ DimProduct factor(const Dim& d) {
     std::string part = s.substr(start, star - start);
     bool numeric = !part.empty() && part.size() < 18 &&
                    std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(c); });
-    if (numeric) p.coef *= std::stoll(part);
-    else if (!part.empty()) p.syms.push_back(part);
+    if (numeric) {
+      if (__builtin_mul_overflow(p.coef, std::stoll(part), &p.coef)) p.known = false;
+    } else if (!part.empty()) {
+      p.syms.push_back(part);
+    }
     start = star + 1;
   }
   std::sort(p.syms.begin(), p.syms.end());
@@ -50,7 +53,8 @@ Dim dim_mul(const Dim& a, const Dim& b) {
     return Dim(int64_t{0});
   if (!x.known || !y.known) return Dim();
   DimProduct r;
-  r.coef = x.coef * y.coef;
+  if (__builtin_mul_overflow(x.coef, y.coef, &r.coef))
+    fail("shape arithmetic overflows int64: ", a.to_string(), " * ", b.to_string());
   r.syms = x.syms;
   r.syms.insert(r.syms.end(), y.syms.begin(), y.syms.end());
   std::sort(r.syms.begin(), r.syms.end());

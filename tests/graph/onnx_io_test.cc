@@ -514,7 +514,14 @@ TEST(OnnxIoTest, InitializerDataErrors) {
     onnx::ModelProto m = empty_model();
     add_init(m, "huge", onnx::TensorProto::FLOAT, {int64_t{1} << 40, int64_t{1} << 40});
     add_output(m, "huge");
-    expect_error([&] { import_proto(m); }, {"initializer 'huge'", "too large"});
+    expect_error([&] { import_proto(m); }, {"initializer 'huge'", "more elements than int64 can count"});
+  }
+  {
+    // 10^12 floats: refused by the per-tensor limit before anything is allocated.
+    onnx::ModelProto m = empty_model();
+    add_init(m, "big", onnx::TensorProto::FLOAT, {1000000, 1000000});
+    add_output(m, "big");
+    expect_error([&] { import_proto(m); }, {"initializer 'big'", "1000000000000 elements", "OTTER_MAX_TENSOR_BYTES"});
   }
 }
 
@@ -561,6 +568,24 @@ TEST(OnnxIoTest, ExternalDataMissingOrTooShort) {
   expect_error([&] { import_onnx_file(dir.file("short.onnx")); },
                {"initializer 'w'", "short.bin", "too short", "20 bytes"});
   expect_error([&] { import_onnx_file(dir.file("badlen.onnx")); }, {"initializer 'w'", "length 8"});
+}
+
+TEST(OnnxIoTest, ExternalDataMustStayInsideTheModelFolder) {
+  TempDir dir;
+  fs::create_directories(dir.file("model"));
+  write_file(dir.file("outside.bin"), std::string(12, 'x'));
+  write_file(dir.file("model/inside.bin"), std::string(12, 'y'));
+  fs::create_symlink(dir.file("outside.bin"), dir.file("model/link.bin"));
+  const std::string base = dir.file("model");
+  expect_error([&] { import_onnx_bytes(serialize(external_model("../outside.bin", 0, 12)), base); },
+               {"initializer 'w'", "'../outside.bin'", "outside the model's folder"});
+  expect_error([&] { import_onnx_bytes(serialize(external_model(dir.file("outside.bin"), 0, 12)), base); },
+               {"initializer 'w'", "is an absolute path"});
+  expect_error([&] { import_onnx_bytes(serialize(external_model("link.bin", 0, 12)), base); },
+               {"initializer 'w'", "'link.bin'", "outside the model's folder"});
+  // A path that leaves and re-enters the folder is fine: it resolves inside.
+  auto g = import_onnx_bytes(serialize(external_model("../model/inside.bin", 0, 12)), base);
+  EXPECT_EQ(g->value("w")->data().nbytes(), 12u);
 }
 
 // ---- bad input --------------------------------------------------------------------------------------

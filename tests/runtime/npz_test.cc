@@ -240,6 +240,20 @@ TEST(NpzErrors, CorruptDeflateData) {
 
 // The digits data sets in models/ (np.savez_compressed): 450 test samples, 8x8 pixels in [0,1]
 // on a 1/16 grid, the two views holding the same pixels.
+TEST(NpzErrors, RefusesAZipBombBeforeInflating) {
+  // A deflated entry whose central directory claims 2^32 - 2 bytes: more than deflate can expand
+  // its few compressed bytes to. Refused from the record alone, nothing allocated.
+  std::string good = slurp(data_path("deflated.npz"));
+  std::string bomb = good;
+  size_t cd = bomb.find(std::string("PK\x01\x02", 4));
+  ASSERT_NE(cd, std::string::npos);
+  const uint32_t claimed = 0xfffffffeu;
+  std::memcpy(&bomb[cd + 24], &claimed, 4);
+  std::string path = temp_path("bomb.npz");
+  spit(path, bomb);
+  expect_error([&] { read_npz(path); }, {"bomb.npz", "4294967294", "deflate's maximum ratio"});
+}
+
 TEST(NpzShipped, ReadsTheDigitsDataSets) {
   std::string dir = std::string(OTTER_SOURCE_DIR) + "/models/digits/";
   NpzArchive flat = read_npz(dir + "test.npz");
