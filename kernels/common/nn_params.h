@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "graph/error.h"
+#include "kernels/common/checks.h"
 #include "kernels/kernel.h"
 
 namespace otter::params {
@@ -44,6 +46,24 @@ inline BatchNormDims check_batch_norm(const KernelContext& ctx, const Tensor& x,
   if (training && d.count() == 0)
     ctx.error(str_cat("training-mode statistics need elements per channel, X is ", x.describe()));
   return d;
+}
+
+// BatchNormalizationGrad(dY, X, scale, mean, var): dY matches X; the per-channel inputs as above.
+inline BatchNormDims check_batch_norm_grad(const KernelContext& ctx, bool training) {
+  static const char* const kNames[] = {"dY", "X", "scale", "mean", "var"};
+  check_same(ctx, 1, ctx.input(0), "X");
+  return check_batch_norm(ctx, ctx.input(1), 2, kNames, training);
+}
+
+// The loss ops' attribute 'reduction'.
+enum class LossReduction { kNone, kSum, kMean };
+
+inline LossReduction loss_reduction(const Node& n) {
+  const std::string red = n.attr_s("reduction", "mean");
+  if (red == "none") return LossReduction::kNone;
+  if (red == "sum") return LossReduction::kSum;
+  if (red != "mean") fail(n.describe(), ": unknown reduction '", red, "' (none, sum or mean)");
+  return LossReduction::kMean;
 }
 
 // The first opset of the Softmax and LogSoftmax kernels on both backends: they also serve the

@@ -452,11 +452,7 @@ class LossKernel : public Kernel {
  public:
   LossKernel(const Node& n, bool softmax)
       : softmax_(softmax), has_ignore_(n.has_attr("ignore_index")), ignore_(n.attr_i("ignore_index", 0)) {
-    const std::string red = n.attr_s("reduction", "mean");
-    if (red == "none") reduction_ = Reduction::kNone;
-    else if (red == "sum") reduction_ = Reduction::kSum;
-    else if (red == "mean") reduction_ = Reduction::kMean;
-    else fail(n.describe(), ": unknown reduction '", red, "' (none, sum or mean)");
+    reduction_ = params::loss_reduction(n);
   }
 
   void run(KernelContext& ctx) override {
@@ -469,7 +465,7 @@ class LossKernel : public Kernel {
   }
 
  private:
-  enum class Reduction { kNone, kSum, kMean };
+  using Reduction = params::LossReduction;
 
   template <typename T, typename L>
   void compute(KernelContext& ctx) {

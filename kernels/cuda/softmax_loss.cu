@@ -185,11 +185,7 @@ class LossKernel : public Kernel {
         reporter_(n, [](const DeviceError& e) {
           return str_cat("label ", e.a, " at flat position ", e.b, " is out of range [0, ", e.c, ")");
         }) {
-    const std::string red = n.attr_s("reduction", "mean");
-    if (red == "none") reduction_ = Reduction::kNone;
-    else if (red == "sum") reduction_ = Reduction::kSum;
-    else if (red == "mean") reduction_ = Reduction::kMean;
-    else fail(n.describe(), ": unknown reduction '", red, "' (none, sum or mean)");
+    reduction_ = params::loss_reduction(n);
   }
 
   void run(KernelContext& ctx) override {
@@ -248,7 +244,7 @@ class LossKernel : public Kernel {
   }
 
  private:
-  enum class Reduction { kNone, kSum, kMean };
+  using Reduction = params::LossReduction;
   bool softmax_;
   bool has_ignore_;
   int64_t ignore_;
