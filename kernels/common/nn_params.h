@@ -66,6 +66,37 @@ inline LossReduction loss_reduction(const Node& n) {
   return LossReduction::kMean;
 }
 
+// The loss ops' scores/input X [N, C, d...] with labels [N, d...] and optional class weights [C] of
+// X's type: `positions` = N * inner label positions, `inner` = the product of d.
+struct LossDims {
+  int64_t batch = 0, classes = 0, inner = 1, positions = 0;
+  std::vector<int64_t> label_dims;
+};
+
+inline LossDims check_loss_inputs(const KernelContext& ctx, bool softmax) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& labels = ctx.input(1);
+  const char* xname = softmax ? "scores" : "input";
+  if (x.rank() < 2) ctx.error(str_cat(xname, " must have rank >= 2 (N, C, ...), got ", x.describe()));
+  LossDims d{x.dim(0), x.dim(1), 1, 0, {x.dim(0)}};
+  for (int64_t i = 2; i < x.rank(); ++i) {
+    d.label_dims.push_back(x.dim(i));
+    d.inner *= x.dim(i);
+  }
+  d.positions = d.batch * d.inner;
+  if (labels.dims() != d.label_dims)
+    ctx.error(str_cat("labels ", labels.describe(), " must have shape ", dims_to_string(d.label_dims), " for ", xname,
+                      " ", x.describe()));
+  if (labels.dtype() != DataType::kInt64 && labels.dtype() != DataType::kInt32)
+    ctx.error(str_cat("labels must be int32 or int64, got ", labels.describe()));
+  if (ctx.has_input(2)) {
+    const Tensor& w = ctx.input(2);
+    if (w.rank() != 1 || w.dim(0) != d.classes || w.dtype() != x.dtype())
+      ctx.error(str_cat("weights ", w.describe(), " must be [", d.classes, "] of the type of ", xname));
+  }
+  return d;
+}
+
 // The first opset of the Softmax and LogSoftmax kernels on both backends: they also serve the
 // opset-11 form (coerced to 2-D at axis) that the op table (from 13) does not define.
 constexpr int kSoftmaxKernelSince = 11;
