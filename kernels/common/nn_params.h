@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "graph/error.h"
+#include "kernels/common/checks.h"
 #include "kernels/kernel.h"
 
 namespace otter::params {
@@ -43,6 +45,55 @@ inline BatchNormDims check_batch_norm(const KernelContext& ctx, const Tensor& x,
   }
   if (training && d.count() == 0)
     ctx.error(str_cat("training-mode statistics need elements per channel, X is ", x.describe()));
+  return d;
+}
+
+// BatchNormalizationGrad(dY, X, scale, mean, var): dY matches X; the per-channel inputs as above.
+inline BatchNormDims check_batch_norm_grad(const KernelContext& ctx, bool training) {
+  static const char* const kNames[] = {"dY", "X", "scale", "mean", "var"};
+  check_same(ctx, 1, ctx.input(0), "X");
+  return check_batch_norm(ctx, ctx.input(1), 2, kNames, training);
+}
+
+// The loss ops' attribute 'reduction'.
+enum class LossReduction { kNone, kSum, kMean };
+
+inline LossReduction loss_reduction(const Node& n) {
+  const std::string red = n.attr_s("reduction", "mean");
+  if (red == "none") return LossReduction::kNone;
+  if (red == "sum") return LossReduction::kSum;
+  if (red != "mean") fail(n.describe(), ": unknown reduction '", red, "' (none, sum or mean)");
+  return LossReduction::kMean;
+}
+
+// The loss ops' scores/input X [N, C, d...] with labels [N, d...] and optional class weights [C] of
+// X's type: `positions` = N * inner label positions, `inner` = the product of d.
+struct LossDims {
+  int64_t batch = 0, classes = 0, inner = 1, positions = 0;
+  std::vector<int64_t> label_dims;
+};
+
+inline LossDims check_loss_inputs(const KernelContext& ctx, bool softmax) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& labels = ctx.input(1);
+  const char* xname = softmax ? "scores" : "input";
+  if (x.rank() < 2) ctx.error(str_cat(xname, " must have rank >= 2 (N, C, ...), got ", x.describe()));
+  LossDims d{x.dim(0), x.dim(1), 1, 0, {x.dim(0)}};
+  for (int64_t i = 2; i < x.rank(); ++i) {
+    d.label_dims.push_back(x.dim(i));
+    d.inner *= x.dim(i);
+  }
+  d.positions = d.batch * d.inner;
+  if (labels.dims() != d.label_dims)
+    ctx.error(str_cat("labels ", labels.describe(), " must have shape ", dims_to_string(d.label_dims), " for ", xname,
+                      " ", x.describe()));
+  if (labels.dtype() != DataType::kInt64 && labels.dtype() != DataType::kInt32)
+    ctx.error(str_cat("labels must be int32 or int64, got ", labels.describe()));
+  if (ctx.has_input(2)) {
+    const Tensor& w = ctx.input(2);
+    if (w.rank() != 1 || w.dim(0) != d.classes || w.dtype() != x.dtype())
+      ctx.error(str_cat("weights ", w.describe(), " must be [", d.classes, "] of the type of ", xname));
+  }
   return d;
 }
 

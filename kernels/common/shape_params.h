@@ -114,6 +114,14 @@ inline std::vector<int64_t> split_sizes(const KernelContext& ctx, const Tensor& 
   return sizes;
 }
 
+// ConstantOfShape's fill value: attribute 'value' (one element), else float 0.
+inline Tensor constant_of_shape_value(const Node& n) {
+  const Attribute* a = n.find_attr("value");
+  if (!a) return Tensor::scalar<float>(0.0f);
+  if (a->t().numel() != 1) fail(n.describe(), ": attribute 'value' must hold one element, got ", a->t().describe());
+  return a->t();
+}
+
 // Pad's attribute 'mode'.
 inline PadMode parse_pad_mode(const Node& n) {
   const std::string m = n.attr_s("mode", "constant");

@@ -21,73 +21,28 @@ class MatMulKernel : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dtype() != b.dtype())
-      ctx.error(str_cat("inputs have different types ", a.describe(), " and ", b.describe()));
-    if (a.rank() == 0 || b.rank() == 0)
-      ctx.error(str_cat("MatMul needs operands of rank >= 1, got ", a.describe(), " and ", b.describe()));
-    OTTER_DISPATCH_FLOAT(a.dtype(), T, [&] { compute<T>(ctx, a, b); });
+    const params::MatMulShape s = params::resolve_matmul(ctx, a, b);
+    OTTER_DISPATCH_FLOAT(a.dtype(), T, [&] { compute<T>(ctx, a, b, s); });
   }
 
  private:
   template <typename T>
-  void compute(KernelContext& ctx, const Tensor& a, const Tensor& b) {
-    std::vector<int64_t> ad = a.dims(), bd = b.dims();
-    const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
-    if (a_vec) ad.insert(ad.begin(), 1);
-    if (b_vec) bd.push_back(1);
-    const int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
-    if (bd[bd.size() - 2] != k)
-      ctx.error(str_cat("inner dimensions differ: A ", a.describe(), " vs B ", b.describe()));
-
-    // Broadcast the batch axes (everything but the last two).
-    const std::vector<int64_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2);
-    const size_t rank = std::max(abatch.size(), bbatch.size());
-    std::vector<int64_t> obatch(rank), astr(rank, 0), bstr(rank, 0);
-    {
-      int64_t as = m * k, bs = k * n;
-      for (size_t i = 0; i < rank; ++i) {
-        const size_t r = rank - 1 - i;  // output axis, from the right
-        const int64_t da = i < abatch.size() ? abatch[abatch.size() - 1 - i] : 1;
-        const int64_t db = i < bbatch.size() ? bbatch[bbatch.size() - 1 - i] : 1;
-        if (da != db && da != 1 && db != 1)
-          ctx.error(str_cat("batch dimensions do not broadcast: A ", a.describe(), " vs B ", b.describe()));
-        obatch[r] = std::max(da, db);
-        if (da == 0 || db == 0) obatch[r] = 0;
-        astr[r] = da == 1 ? 0 : as;
-        bstr[r] = db == 1 ? 0 : bs;
-        as *= da;
-        bs *= db;
-      }
-    }
-    std::vector<int64_t> odims = obatch;
-    if (!a_vec) odims.push_back(m);
-    if (!b_vec) odims.push_back(n);
-    Tensor& y = ctx.allocate_output(0, DataTypeOf<T>::value, odims);
-    const int64_t nbatch = num_elements(obatch);
+  void compute(KernelContext& ctx, const Tensor& a, const Tensor& b, const params::MatMulShape& s) {
+    const int64_t m = s.m, k = s.k, n = s.n, nbatch = s.nbatch;
+    Tensor& y = ctx.allocate_output(0, DataTypeOf<T>::value, s.out_dims);
     if (nbatch == 0 || m == 0 || n == 0) return;
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* py = y.data<T>();
 
     // B without (effective) batch: fold A's batch into M and run one GEMM.
-    if (num_elements(bbatch) == 1) {
+    if (num_elements(s.bbatch) == 1) {
       gemm<T>(false, false, nbatch * m, n, k, T(1), pa, pb, T(0), py);
       return;
     }
     // Per-batch offsets into A and B.
-    a_off_.resize(nbatch);
-    b_off_.resize(nbatch);
-    std::vector<int64_t> idx(rank, 0);
-    for (int64_t t = 0; t < nbatch; ++t) {
-      int64_t oa = 0, ob = 0;
-      for (size_t r = 0; r < rank; ++r) { oa += idx[r] * astr[r]; ob += idx[r] * bstr[r]; }
-      a_off_[t] = oa;
-      b_off_[t] = ob;
-      for (size_t r = rank; r-- > 0;) {
-        if (++idx[r] < obatch[r]) break;
-        idx[r] = 0;
-      }
-    }
+    a_off_ = s.a_offsets();
+    b_off_ = s.b_offsets();
     const int64_t mn = m * n;
     if (cpu::gemm_is_small(m, n, k) && nbatch > 1) {
       // BLAS runs these single-threaded: parallelise across the batch instead.

@@ -452,11 +452,7 @@ class LossKernel : public Kernel {
  public:
   LossKernel(const Node& n, bool softmax)
       : softmax_(softmax), has_ignore_(n.has_attr("ignore_index")), ignore_(n.attr_i("ignore_index", 0)) {
-    const std::string red = n.attr_s("reduction", "mean");
-    if (red == "none") reduction_ = Reduction::kNone;
-    else if (red == "sum") reduction_ = Reduction::kSum;
-    else if (red == "mean") reduction_ = Reduction::kMean;
-    else fail(n.describe(), ": unknown reduction '", red, "' (none, sum or mean)");
+    reduction_ = params::loss_reduction(n);
   }
 
   void run(KernelContext& ctx) override {
@@ -469,29 +465,16 @@ class LossKernel : public Kernel {
   }
 
  private:
-  enum class Reduction { kNone, kSum, kMean };
+  using Reduction = params::LossReduction;
 
   template <typename T, typename L>
   void compute(KernelContext& ctx) {
     const Tensor& x = ctx.input(0);
     const Tensor& labels = ctx.input(1);
-    const char* xname = softmax_ ? "scores" : "input";
-    if (x.rank() < 2) ctx.error(str_cat(xname, " must have rank >= 2 (N, C, ...), got ", x.describe()));
-    const int64_t batch = x.dim(0), classes = x.dim(1);
-    std::vector<int64_t> ldims = {batch};
-    ldims.insert(ldims.end(), x.dims().begin() + 2, x.dims().end());
-    if (labels.dims() != ldims)
-      ctx.error(str_cat("labels ", labels.describe(), " must have shape ", dims_to_string(ldims), " for ",
-                        xname, " ", x.describe()));
-    const T* pw = nullptr;
-    if (ctx.has_input(2)) {
-      const Tensor& w = ctx.input(2);
-      if (w.rank() != 1 || w.dim(0) != classes || w.dtype() != x.dtype())
-        ctx.error(str_cat("weights ", w.describe(), " must be [", classes, "] of the type of ", xname));
-      pw = w.data<T>();
-    }
-    const int64_t inner = num_elements(std::vector<int64_t>(x.dims().begin() + 2, x.dims().end()));
-    const int64_t positions = batch * inner;
+    const params::LossDims ld = params::check_loss_inputs(ctx, softmax_);
+    const int64_t classes = ld.classes, inner = ld.inner, positions = ld.positions;
+    const std::vector<int64_t>& ldims = ld.label_dims;
+    const T* pw = ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr;
     T* plogp = nullptr;
     if (softmax_ && ctx.has_output(1)) plogp = ctx.allocate_output(1, x.dtype(), x.dims()).data<T>();
     loss_.resize(static_cast<size_t>(positions));

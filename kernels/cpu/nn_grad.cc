@@ -217,10 +217,8 @@ class BatchNormGradKernel : public cpu::FloatKernel<BatchNormGradKernel> {
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& dy = ctx.input(0);
-    check_same(ctx, 1, dy, "X");
     const Tensor& x = ctx.input(1);
-    static const char* const kNames[] = {"dY", "X", "scale", "mean", "var"};
-    const params::BatchNormDims bn = params::check_batch_norm(ctx, x, 2, kNames, training_);
+    const params::BatchNormDims bn = params::check_batch_norm_grad(ctx, training_);
     const int64_t batch = bn.batch, channels = bn.channels, spatial = bn.spatial;
     const double m = bn.count();
     const T* px = x.data<T>();

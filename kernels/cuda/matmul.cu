@@ -184,36 +184,9 @@ class MatMulKernel : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    if (a.dtype() != b.dtype()) ctx.error(str_cat("inputs have different types ", a.describe(), " and ", b.describe()));
-    if (a.rank() == 0 || b.rank() == 0)
-      ctx.error(str_cat("MatMul needs operands of rank >= 1, got ", a.describe(), " and ", b.describe()));
-    std::vector<int64_t> ad = a.dims(), bd = b.dims();
-    const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
-    if (a_vec) ad.insert(ad.begin(), 1);
-    if (b_vec) bd.push_back(1);
-    const int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
-    if (bd[bd.size() - 2] != k) ctx.error(str_cat("inner dimensions differ: A ", a.describe(), " vs B ", b.describe()));
-    const std::vector<int64_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2);
-    const size_t rank = std::max(abatch.size(), bbatch.size());
-    std::vector<int64_t> obatch(rank), astr(rank, 0), bstr(rank, 0);
-    int64_t as = m * k, bs = k * n;
-    for (size_t i = 0; i < rank; ++i) {
-      const size_t r = rank - 1 - i;
-      const int64_t da = i < abatch.size() ? abatch[abatch.size() - 1 - i] : 1;
-      const int64_t db = i < bbatch.size() ? bbatch[bbatch.size() - 1 - i] : 1;
-      if (da != db && da != 1 && db != 1)
-        ctx.error(str_cat("batch dimensions do not broadcast: A ", a.describe(), " vs B ", b.describe()));
-      obatch[r] = (da == 0 || db == 0) ? 0 : std::max(da, db);
-      astr[r] = da == 1 ? 0 : as;
-      bstr[r] = db == 1 ? 0 : bs;
-      as *= da;
-      bs *= db;
-    }
-    std::vector<int64_t> odims = obatch;
-    if (!a_vec) odims.push_back(m);
-    if (!b_vec) odims.push_back(n);
-    Tensor& y = ctx.allocate_output(0, a.dtype(), odims);
-    const int64_t nbatch = num_elements(obatch);
+    const params::MatMulShape s = params::resolve_matmul(ctx, a, b);
+    const int64_t m = s.m, k = s.k, n = s.n, nbatch = s.nbatch;
+    Tensor& y = ctx.allocate_output(0, a.dtype(), s.out_dims);
     if (nbatch == 0 || m == 0 || n == 0) return;
     if (k == 0) return zero(ctx, y);
     CudaDevice& dev = device_of(ctx);
@@ -225,10 +198,10 @@ class MatMulKernel : public Kernel {
     g.a = a.raw();
     g.b = b.raw();
     g.d = y.raw();
-    if (num_elements(bbatch) == 1) {  // B shared: A's batch folds into M
+    if (num_elements(s.bbatch) == 1) {  // B shared: A's batch folds into M
       g.m = nbatch * m;
       gemm_.run(dev, g);
-    } else if (abatch.size() == bbatch.size() && abatch == bbatch) {  // one strided batch
+    } else if (s.abatch == s.bbatch) {  // one strided batch
       g.batch = nbatch;
       g.stride_a = m * k;
       g.stride_b = k * n;
@@ -236,21 +209,12 @@ class MatMulKernel : public Kernel {
       gemm_.run(dev, g);
     } else {  // general broadcast: one GEMM per output matrix
       const size_t es = dtype_size(a.dtype());
-      std::vector<int64_t> idx(rank, 0);
+      const std::vector<int64_t> oa = s.a_offsets(), ob = s.b_offsets();
       for (int64_t t = 0; t < nbatch; ++t) {
-        int64_t oa = 0, ob = 0;
-        for (size_t r = 0; r < rank; ++r) {
-          oa += idx[r] * astr[r];
-          ob += idx[r] * bstr[r];
-        }
-        g.a = static_cast<const char*>(a.raw()) + oa * es;
-        g.b = static_cast<const char*>(b.raw()) + ob * es;
+        g.a = static_cast<const char*>(a.raw()) + oa[t] * es;
+        g.b = static_cast<const char*>(b.raw()) + ob[t] * es;
         g.d = static_cast<char*>(y.raw()) + t * m * n * es;
         gemm_.run(dev, g);
-        for (size_t r = rank; r-- > 0;) {
-          if (++idx[r] < obatch[r]) break;
-          idx[r] = 0;
-        }
       }
     }
   }

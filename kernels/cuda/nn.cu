@@ -363,10 +363,8 @@ class BatchNormGradKernel : public Kernel {
 
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
-    check_same(ctx, 1, dy, "X");
     const Tensor& x = ctx.input(1);
-    static const char* const kNames[] = {"dY", "X", "scale", "mean", "var"};
-    const params::BatchNormDims bn = params::check_batch_norm(ctx, x, 2, kNames, training_);
+    const params::BatchNormDims bn = params::check_batch_norm_grad(ctx, training_);
     const int64_t batch = bn.batch, channels = bn.channels, spatial = bn.spatial;
     const double m = bn.count();
     const BnParams p{ctx.input(2).raw(), nullptr, ctx.input(3).raw(), ctx.input(4).raw(), ctx.input(2).dtype(),

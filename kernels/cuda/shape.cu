@@ -358,14 +358,7 @@ class TriluKernel : public Kernel {
 
 class ConstantOfShapeKernel : public Kernel {
  public:
-  explicit ConstantOfShapeKernel(const Node& n) {
-    if (const Attribute* a = n.find_attr("value")) {
-      value_ = a->t();
-      if (value_.numel() != 1) fail(n.describe(), ": attribute 'value' must hold one element, got ", value_.describe());
-    } else {
-      value_ = Tensor::scalar<float>(0.0f);
-    }
-  }
+  explicit ConstantOfShapeKernel(const Node& n) : value_(params::constant_of_shape_value(n)) {}
   void run(KernelContext& ctx) override {
     const std::vector<int64_t> dims = host_ints(ctx, 0, "shape");
     for (int64_t d : dims)

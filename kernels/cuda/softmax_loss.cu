@@ -185,32 +185,15 @@ class LossKernel : public Kernel {
         reporter_(n, [](const DeviceError& e) {
           return str_cat("label ", e.a, " at flat position ", e.b, " is out of range [0, ", e.c, ")");
         }) {
-    const std::string red = n.attr_s("reduction", "mean");
-    if (red == "none") reduction_ = Reduction::kNone;
-    else if (red == "sum") reduction_ = Reduction::kSum;
-    else if (red == "mean") reduction_ = Reduction::kMean;
-    else fail(n.describe(), ": unknown reduction '", red, "' (none, sum or mean)");
+    reduction_ = params::loss_reduction(n);
   }
 
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& labels = ctx.input(1);
-    const char* xname = softmax_ ? "scores" : "input";
-    if (x.rank() < 2) ctx.error(str_cat(xname, " must have rank >= 2 (N, C, ...), got ", x.describe()));
-    const int64_t batch = x.dim(0), classes = x.dim(1);
-    std::vector<int64_t> ldims = {batch};
-    ldims.insert(ldims.end(), x.dims().begin() + 2, x.dims().end());
-    if (labels.dims() != ldims)
-      ctx.error(str_cat("labels ", labels.describe(), " must have shape ", dims_to_string(ldims), " for ", xname, " ",
-                        x.describe()));
-    if (labels.dtype() != DataType::kInt64 && labels.dtype() != DataType::kInt32)
-      ctx.error(str_cat("labels must be int32 or int64, got ", labels.describe()));
-    if (ctx.has_input(2)) {
-      const Tensor& w = ctx.input(2);
-      if (w.rank() != 1 || w.dim(0) != classes || w.dtype() != x.dtype())
-        ctx.error(str_cat("weights ", w.describe(), " must be [", classes, "] of the type of ", xname));
-    }
-    const int64_t inner = num_elements(std::vector<int64_t>(x.dims().begin() + 2, x.dims().end()));
+    const params::LossDims ld = params::check_loss_inputs(ctx, softmax_);
+    const int64_t batch = ld.batch, classes = ld.classes, inner = ld.inner;
+    const std::vector<int64_t>& ldims = ld.label_dims;
     CudaDevice& dev = device_of(ctx);
     const LossArgs args{batch * inner, classes, inner, has_ignore_, ignore_, dev.error_slot(), reporter_.id(dev)};
     Tensor scratch = ctx.scratch(DataType::kFloat64, {2, args.positions});
@@ -248,7 +231,7 @@ class LossKernel : public Kernel {
   }
 
  private:
-  enum class Reduction { kNone, kSum, kMean };
+  using Reduction = params::LossReduction;
   bool softmax_;
   bool has_ignore_;
   int64_t ignore_;
