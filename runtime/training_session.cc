@@ -165,8 +165,9 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   OTTER_CHECK(opts.batchnorm == "train" || opts.batchnorm == "frozen",
               "batchnorm mode must be train or frozen, got '", opts.batchnorm, "'");
   batchnorm_mode(g, opts.batchnorm == "train");
-  // With LoRA every parameter but the adapters is frozen by the lora pass itself. (Running this
-  // before lora changes the GPT's LoRA losses against PyTorch: not yet understood, see the note.)
+  // With LoRA every parameter but the adapters is frozen by the lora pass itself; and adapters given
+  // by --init are initializers that nothing reads until the lora pass connects them, so this would
+  // freeze them.
   if (!lora) freeze_unreachable(g, "");
   run_pipeline(g, s->pipeline_);
 
