@@ -1,6 +1,6 @@
 // loss-scale: loss scaling for float16 training: the backward pass is seeded with S (over K), so
 // small gradients do not flush to zero, and the apply program unscales by 1/S, skips steps whose
-// gradients overflowed and adapts S (PyTorch's GradScaler; shared/AMP.md).
+// gradients overflowed and adapts S (PyTorch's GradScaler; docs/mixed-precision.md).
 //
 // `loss-scale{mode=dynamic|static|off, init=65536, growth=2, backoff=0.5, interval=2000}`.
 // Needs: autodiff (Graph::loss_seed, a float32 constant). Runs before grad-accumulation, which

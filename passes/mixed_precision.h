@@ -1,5 +1,5 @@
 // mixed-precision: runs the forward graph in float16 or bfloat16 where the op table says so,
-// with Casts only at the boundaries between precision classes (shared/AMP.md).
+// with Casts only at the boundaries between precision classes (docs/mixed-precision.md).
 //
 // `mixed-precision{dtype=fp16|bf16, loss=loss}`. Needs: the loss in the graph (add-loss) and no
 // backward graph yet: it runs before autodiff, so the gradient of each Cast it inserts is a Cast

@@ -145,7 +145,7 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   const std::string loss = loss_value_name(o);
   if (o.loss.rfind("model:", 0) != 0) steps.push_back(add_loss_step(o));
   // Casts go into the forward graph before autodiff, so the gradient of each Cast is a Cast back
-  // and weight gradients come out in fp32 (AMP.md).
+  // and weight gradients come out in fp32 (docs/mixed-precision.md).
   if (o.precision != "fp32") {
     require(registry, "mixed-precision", "precision " + o.precision);
     // The model's own loss must be named: its subgraph stays fp32.

@@ -1,6 +1,6 @@
 // TrainingSession: the C++ API for training an ONNX model. It turns the model into a training graph
 // (passes/pipelines.h), compiles the micro-step and apply programs once, keeps every persistent
-// tensor on its device for the whole run, and runs optimizer steps as DESIGN.md defines them.
+// tensor on its device for the whole run, and runs optimizer steps (K micro-steps, then one apply program; README.md, "otter-train").
 //
 //   TrainingOptions o;
 //   o.batch_size = 32;                 // micro-batch b

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on the lent GPU machine (see shared/GPU.md) in a copy of the working tree carrying .gpu/ from
+# Runs on the lent GPU machine (see docs/cuda.md) in a copy of the working tree carrying .gpu/ from
 # tools/gpu-pack.sh: unpacks the binaries, finds cuBLAS/cuBLASLt/cuDNN on the machine, records
 # nvidia-smi, runs every CUDA test (the differential suite included) and then the benchmarks where
 # the pack has them. Every log goes under $OUT; a summary is printed at the end.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds otter for a lent GPU and packs what tools/gpu-check.sh runs there into .gpu/ (see
-# shared/GPU.md): a Release build with the CUDA backend for sm_90, the CUDA runtime static, the test
+# docs/cuda.md): a Release build with the CUDA backend for sm_90, the CUDA runtime static, the test
 # and tool binaries stripped, and the shared libraries they need that the GPU machine lacks
 # (libonnx, libprotobuf, OpenBLAS and its Fortran runtime, ...; not glibc, not cuBLAS/cuDNN, which
 # gpu-check.sh finds there), all in one xz archive that must stay under the 64 MiB a run carries.

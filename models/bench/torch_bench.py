@@ -6,7 +6,7 @@ object with the step times.
 The module is rebuilt by export_models.py and loaded with the ONNX file's initializers, so both
 frameworks start from the same weights. One optimizer step = `accum` micro-batches of `batch`
 samples: per micro-batch `loss / accum` is backpropagated (through GradScaler with fp16), then
-the optimizer steps once and the gradients are dropped (set_to_none), the recipe of DESIGN.md.
+the optimizer steps once and the gradients are dropped (set_to_none), the same step as otter-train takes (README.md).
 
     /usr/bin/python3 models/bench/torch_bench.py --model mlp --data BATCHES.npz --batch 64 \\
         [--accum 1] [--steps 20] [--warmup 3] [--threads 2] [--optimizer adamw] [--lr 1e-3] \\
