@@ -34,6 +34,7 @@ struct LoraOptions {
   double dropout = 0;                // Dropout on the adapter's input (PEFT's lora_dropout)
   int64_t seed = 0;                  // seeds A's initialisation
   double scale() const { return alpha / static_cast<double>(rank); }
+  bool operator==(const LoraOptions&) const = default;
 };
 
 // How a MatMul/Gemm reads a weight: as [in, out] (y = x W) or as [out, in] (y = x W^T).
