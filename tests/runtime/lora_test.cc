@@ -59,12 +59,12 @@ TrainingOptions gpt_training(DataType precision = DataType::kFloat32) {
   o.device = "cpu";
   o.batch_size = 4;
   o.pipeline.lora = gpt_lora();
-  o.pipeline.optimizer.type = "adamw";
+  o.pipeline.optimizer.type = OptimizerType::kAdamW;
   o.pipeline.optimizer.lr = 0.01;
   o.pipeline.optimizer.weight_decay = 0.01;
   o.init = read_initial_values(model_file("gpt/lora_init.npz"));
   o.init_source = "lora_init.npz";
-  if (precision == DataType::kBFloat16) o.pipeline.precision = "bf16";
+  if (precision == DataType::kBFloat16) o.pipeline.precision = Precision::kBf16;
   return o;
 }
 

@@ -10,7 +10,7 @@ trap 'rm -rf "$out"' EXIT
   --export "$out/trained.onnx" "$@" | tee "$out/stdout"
 acc=$(sed -n 's/^final:.*eval accuracy \([0-9.]*\)%.*/\1/p' "$out/stdout")
 [ -n "$acc" ] || { echo "FAIL: no final accuracy in the output"; exit 1; }
-# One JSON object per optimizer step, with the fields DESIGN.md promises.
+# One JSON object per optimizer step, with the fields README.md ("Training: otter-train") lists.
 steps=$(sed -n 's/^trained \([0-9]*\) steps.*/\1/p' "$out/stdout")
 lines=$(wc -l <"$out/log.jsonl")
 [ "$lines" = "$steps" ] || { echo "FAIL: $lines log lines for $steps steps"; exit 1; }
