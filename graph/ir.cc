@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iomanip>
 #include <set>
 #include <sstream>
@@ -469,6 +470,40 @@ int Graph::remove_dead_nodes() {
 int Graph::opset(const std::string& domain) const {
   auto it = opset_imports.find(domain);
   return it == opset_imports.end() ? 0 : it->second;
+}
+
+namespace {
+constexpr const char* kFactSteps = "otter.training.accumulation_steps";
+constexpr const char* kFactLoss = "otter.training.loss";
+constexpr const char* kFactLr = "otter.training.learning_rate";
+constexpr const char* kFactFinite = "otter.training.finite";
+}  // namespace
+
+TrainingFacts Graph::training_facts() const {
+  TrainingFacts f;
+  auto text = [&](const char* k) {
+    auto it = metadata.find(k);
+    return it == metadata.end() ? std::string() : it->second;
+  };
+  if (std::string k = text(kFactSteps); !k.empty()) {
+    char* end = nullptr;
+    f.accumulation_steps = std::strtoll(k.c_str(), &end, 10);
+    OTTER_CHECK(*end == 0 && f.accumulation_steps >= 1, "graph metadata ", kFactSteps, ": '", k,
+                "' is not a positive integer");
+  }
+  f.loss = text(kFactLoss);
+  f.learning_rate = text(kFactLr);
+  f.finite = text(kFactFinite);
+  return f;
+}
+
+void Graph::set_training_facts(const TrainingFacts& f) {
+  metadata[kFactSteps] = std::to_string(f.accumulation_steps);
+  for (auto [k, v] : {std::pair{kFactLoss, &f.loss}, std::pair{kFactLr, &f.learning_rate},
+                      std::pair{kFactFinite, &f.finite}}) {
+    if (v->empty()) metadata.erase(k);
+    else metadata[k] = *v;
+  }
 }
 
 }  // namespace otter

@@ -207,6 +207,19 @@ struct MemoryPlan {
 };
 
 // A graph owns values and nodes. Nodes are kept in a list whose order is topological.
+// What the training passes established about a graph, for the passes after them and the runtime:
+// K (grad-accumulation), the loss (autodiff), the apply program's learning rate and finite flag
+// (optimizer), values by name. The backward seed and the loss-scale state S are Graph::loss_seed
+// and Graph::loss_scale. Kept in Graph::metadata (keys otter.training.*), so a graph exported to
+// ONNX mid-pipeline and imported again still has them.
+struct TrainingFacts {
+  int64_t accumulation_steps = 1;  // K: micro-batches per optimizer step
+  std::string loss;                // the scalar loss value ("" before autodiff)
+  std::string learning_rate;       // the learning rate the apply program outputs ("" before optimizer)
+  std::string finite;              // the apply program's all-finite flag ("" before optimizer)
+  bool operator==(const TrainingFacts&) const = default;
+};
+
 class Graph {
  public:
   Graph() = default;
@@ -273,6 +286,9 @@ class Graph {
   std::map<Program, MemoryPlan> memory_plans;
 
   int opset(const std::string& domain = "") const;
+  // The training facts recorded so far (defaults where none is), and recording them.
+  TrainingFacts training_facts() const;
+  void set_training_facts(const TrainingFacts& f);
 
  private:
   Value* new_value(const std::string& name);

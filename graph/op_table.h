@@ -58,6 +58,16 @@ using InferFn = std::function<void(InferContext&)>;
 class GradContext;  // graph/gradient.h
 using GradFn = std::function<void(GradContext&)>;
 
+// How an op can add its result into an accumulator instead of writing a new value, so that the
+// grad-accumulation pass fuses a weight gradient's accumulation into the op computing it.
+enum class AccumulatingForm : uint8_t {
+  kNone,
+  kGemmAccumulate,     // a 2-D product (MatMul of rank-2 operands, Gemm without C) that
+                       // ai.otter.GemmAccumulate(A, B, acc) {transA, transB, alpha} replaces
+  kAccumulatorInput,   // the op itself takes the accumulator as an extra last input and returns it,
+                       // updated in place, as output 1 (ConvGrad's dW)
+};
+
 struct OpDef {
   std::string domain;   // "" for ai.onnx, "ai.otter" for internal ops
   std::string op_type;
@@ -75,6 +85,7 @@ struct OpDef {
   // (Reshape, Identity, in-place optimizer updates): memory planning keeps such a buffer alive
   // as long as its views.
   std::vector<std::pair<int, int>> views;
+  AccumulatingForm accumulating_form = AccumulatingForm::kNone;
   GradKind grad_kind = GradKind::kMissing;
   GradFn grad;
   std::string summary;

@@ -22,8 +22,23 @@ Value* int_const(Graph& g, const std::string& name, const std::vector<int64_t>& 
 
 }  // namespace
 
+const EnumNames<LossType>& enum_names(LossType) {
+  static const EnumNames<LossType> names{{LossType::kCe, "ce"}, {LossType::kMse, "mse"}};
+  return names;
+}
+
+const OptionTable<AddLossOptions>& AddLossOptions::table() {
+  using S = AddLossOptions;
+  static const OptionTable<S> t{
+      option("type", &S::type, "loss function").always(),
+      option("output", &S::output, "model output the loss reads (default: the first output)"),
+      option("labels", &S::labels, "name of the labels graph input"),
+  };
+  return t;
+}
+
 Value* add_loss(Graph& g, const AddLossOptions& opts) {
-  OTTER_CHECK(opts.type == "ce" || opts.type == "mse", "add-loss: type must be ce or mse, got '", opts.type, "'");
+  AddLossOptions::table().check(opts, "add-loss");
   OTTER_CHECK(!g.outputs().empty(), "add-loss: the graph has no outputs");
   Value* out = opts.output.empty() ? g.outputs()[0] : g.find_value(opts.output);
   if (!out) {
@@ -37,7 +52,7 @@ Value* add_loss(Graph& g, const AddLossOptions& opts) {
   const Shape& s = out->shape();
   OTTER_CHECK(s.rank_known, "add-loss: output '", out->name(), "' has unknown rank");
   Value* loss = nullptr;
-  if (opts.type == "ce") {
+  if (opts.type == LossType::kCe) {
     OTTER_CHECK(s.rank() >= 2, "add-loss{type=ce}: scores '", out->name(), "' must have a batch and a class axis, got ",
                 s.to_string());
     std::vector<Dim> label_dims(s.dims.begin(), s.dims.end() - 1);
@@ -81,21 +96,9 @@ std::string AddLossPass::summary() const {
   return "append a cross-entropy or mean-squared-error loss as the scalar output 'loss'";
 }
 
-std::vector<PassOption> AddLossPass::options() const {
-  return {
-      {"type", PassOption::Type::kString, "ce", "loss function", {"ce", "mse"}},
-      {"output", PassOption::Type::kString, "", "model output the loss reads (default: the first output)", {}},
-      {"labels", PassOption::Type::kString, "labels", "name of the labels graph input", {}},
-  };
-}
-
 void AddLossPass::run(Graph& g, PassContext&) {
   reset_counters();
-  AddLossOptions o;
-  o.type = opts_.get_string("type", "ce");
-  o.output = opts_.get_string("output", "");
-  o.labels = opts_.get_string("labels", "labels");
-  add_loss(g, o);
+  add_loss(g, opts_);
   count("losses_added");
 }
 

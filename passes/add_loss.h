@@ -18,21 +18,25 @@
 
 namespace otter {
 
+enum class LossType : uint8_t { kCe, kMse };
+const EnumNames<LossType>& enum_names(LossType);  // ce, mse
+
 struct AddLossOptions {
-  std::string type = "ce";
+  LossType type = LossType::kCe;
   std::string output;  // empty: the first graph output
   std::string labels = "labels";
-  std::string loss = "loss";
+  std::string loss = "loss";  // the loss value's name (not a pass option: pipelines read "loss")
+  bool operator==(const AddLossOptions&) const = default;
+  static const OptionTable<AddLossOptions>& table();
 };
 
 // Returns the loss value.
 Value* add_loss(Graph& g, const AddLossOptions& opts);
 
-class AddLossPass : public Pass {
+class AddLossPass : public PassWithOptions<AddLossOptions> {
  public:
   std::string name() const override { return "add-loss"; }
   std::string summary() const override;
-  std::vector<PassOption> options() const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 

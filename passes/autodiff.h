@@ -22,8 +22,10 @@ namespace otter {
 
 struct AutodiffOptions {
   std::string loss = "loss";
-  std::vector<std::string> freeze;  // name globs of parameters that get no gradient
-  std::vector<std::string> wrt;     // graph inputs to differentiate too (for gradient checks)
+  GlobList freeze;  // name globs of parameters that get no gradient
+  GlobList wrt;     // graph inputs to differentiate too (for gradient checks)
+  bool operator==(const AutodiffOptions&) const = default;
+  static const OptionTable<AutodiffOptions>& table();
 };
 
 struct AutodiffResult {
@@ -38,11 +40,10 @@ AutodiffResult autodiff(Graph& g, const AutodiffOptions& opts);
 // Shell-style glob with * and ?.
 bool glob_match(const std::string& pattern, const std::string& s);
 
-class AutodiffPass : public Pass {
+class AutodiffPass : public PassWithOptions<AutodiffOptions> {
  public:
   std::string name() const override { return "autodiff"; }
   std::string summary() const override;
-  std::vector<PassOption> options() const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 

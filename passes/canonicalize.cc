@@ -28,6 +28,20 @@ bool deterministic(const Node& n) {
   return !(n.domain().empty() && (n.op_type() == "Dropout" || n.op_type().rfind("Random", 0) == 0));
 }
 
+// The value of Shape (with its start and end) or Size of a statically shaped input.
+Tensor shape_constant(const Node& n) {
+  std::vector<int64_t> dims = n.input(0)->shape().static_dims();
+  if (n.op_type() == "Size") return Tensor::scalar<int64_t>(num_elements(dims));
+  int64_t r = static_cast<int64_t>(dims.size());
+  int64_t start = n.attr_i("start", 0), end = n.attr_i("end", r);
+  if (start < 0) start += r;
+  if (end < 0) end += r;
+  start = std::clamp<int64_t>(start, 0, r);
+  end = std::clamp<int64_t>(end, start, r);
+  std::vector<int64_t> part(dims.begin() + start, dims.begin() + end);
+  return Tensor::from_vector<int64_t>({static_cast<int64_t>(part.size())}, part);
+}
+
 }  // namespace
 
 CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
@@ -68,21 +82,7 @@ CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
     }
     if (onnx && (n->op_type() == "Shape" || n->op_type() == "Size") && n->input(0) &&
         n->input(0)->shape().is_static()) {
-      std::vector<int64_t> dims = n->input(0)->shape().static_dims();
-      Tensor t;
-      if (n->op_type() == "Size") {
-        t = Tensor::scalar<int64_t>(num_elements(dims));
-      } else {
-        int64_t r = static_cast<int64_t>(dims.size());
-        int64_t start = n->attr_i("start", 0), end = n->attr_i("end", r);
-        if (start < 0) start += r;
-        if (end < 0) end += r;
-        start = std::clamp<int64_t>(start, 0, r);
-        end = std::clamp<int64_t>(end, start, r);
-        std::vector<int64_t> part(dims.begin() + start, dims.begin() + end);
-        t = Tensor::from_vector<int64_t>({static_cast<int64_t>(part.size())}, part);
-      }
-      replace_with_constant(g, n->output(0), t);
+      replace_with_constant(g, n->output(0), shape_constant(*n));
       g.remove_node(n);
       ++st.shapes_folded;
       continue;

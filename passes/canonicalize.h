@@ -33,7 +33,7 @@ struct CanonicalizeStats {
 // The pass as a free function (tests call it directly).
 CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator);
 
-class CanonicalizePass : public Pass {
+class CanonicalizePass : public PassWithOptions<NoOptions> {
  public:
   std::string name() const override { return "canonicalize"; }
   std::string summary() const override;

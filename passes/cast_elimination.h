@@ -33,7 +33,7 @@ CastEliminationStats eliminate_casts(Graph& g);
 // True when every value of type `from` converts to `to` exactly (so converting back restores it).
 bool cast_is_exact(DataType from, DataType to);
 
-class CastEliminationPass : public Pass {
+class CastEliminationPass : public PassWithOptions<NoOptions> {
  public:
   std::string name() const override { return "cast-elimination"; }
   std::string summary() const override;

@@ -13,7 +13,7 @@ namespace otter {
 
 int64_t eval_mode(Graph& g);  // returns the number of nodes changed
 
-class EvalModePass : public Pass {
+class EvalModePass : public PassWithOptions<NoOptions> {
  public:
   std::string name() const override { return "eval-mode"; }
   std::string summary() const override;

@@ -5,29 +5,11 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "passes/backward_seed.h"
 
 namespace otter {
 
 namespace {
-
-// Rewrites the seed to seed/K: a constant is scaled, a ScaleSeed node gets k = K.
-void scale_seed(Graph& g, int64_t steps) {
-  Value* seed = g.loss_seed;
-  OTTER_CHECK(seed, "grad-accumulation: the graph has no backward seed (run autodiff first)");
-  if (steps == 1) return;
-  if (seed->kind() == ValueKind::kInitializer) {
-    Tensor t = seed->data().clone();
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (t.dtype() == DataType::kFloat64) t.data<double>()[i] /= static_cast<double>(steps);
-      else t.data<float>()[i] /= static_cast<float>(steps);
-    }
-    seed->set_data(t);
-    return;
-  }
-  Node* n = seed->producer();
-  OTTER_CHECK(n && n->op_type() == "ScaleSeed", "grad-accumulation: unexpected backward seed '", seed->name(), "'");
-  n->set_attr("k", Attribute(n->attr_i("k", 1) * steps));
-}
 
 // A half gradient that autodiff widened for the fp32 accumulator (the gradient of mixed
 // precision's Cast of the weight) is read directly: the accumulating kernels widen it exactly,
@@ -42,18 +24,24 @@ Value* unwiden(Graph& g, Value* grad) {
   return src;
 }
 
-// A 2-D weight-gradient GEMM (MatMul or Gemm without C) that can accumulate into `acc` itself:
-// in the accumulator's type, or in half into an fp32 accumulator (products summed in fp32).
-bool fusable(const Value* grad, const Value* acc) {
+// The op table's accumulating form of the node computing `grad` (kNone when `grad` has other uses
+// or is a graph output: then the gradient itself must stay).
+AccumulatingForm accumulating_form(const Value* grad) {
   Node* n = grad->producer();
-  if (!n || !n->domain().empty() || !grad->uses().empty() || grad->is_graph_output()) return false;
+  if (!n || !grad->uses().empty() || grad->is_graph_output()) return AccumulatingForm::kNone;
+  const OpDef* d = OpTable::instance().find(*n);
+  return d ? d->accumulating_form : AccumulatingForm::kNone;
+}
+
+bool is_2d(const Value* v) { return v->shape().rank_known && v->shape().rank() == 2; }
+
+// A 2-D weight-gradient product (no C) that can accumulate into `acc` itself: in the accumulator's
+// type, or in half into an fp32 accumulator (products summed in fp32).
+bool fusable(const Value* grad, const Value* acc) {
+  if (accumulating_form(grad) != AccumulatingForm::kGemmAccumulate) return false;
   if (grad->dtype() != acc->dtype() && !(is_half(grad->dtype()) && acc->dtype() == DataType::kFloat32)) return false;
-  if (n->op_type() == "MatMul") {
-    return n->input(0)->shape().rank() == 2 && n->input(1)->shape().rank() == 2 && n->input(0)->shape().rank_known &&
-           n->input(1)->shape().rank_known;
-  }
-  if (n->op_type() == "Gemm") return !n->has_input(2);
-  return false;
+  const Node* n = grad->producer();
+  return !n->has_input(2) && is_2d(n->input(0)) && is_2d(n->input(1));
 }
 
 }  // namespace
@@ -66,23 +54,36 @@ std::string grad_accumulation_precondition(const Graph& g) {
   return "";
 }
 
-// A ConvGrad weight gradient in the accumulator's type that ConvGrad can write into the
-// accumulator itself (its optional fourth input): the filter GEMM (cuDNN's backward filter) then
-// runs with beta 0 on the first micro-step and 1 after, and no gradient buffer or copy remains.
-bool conv_fusable(const Value* grad, const Value* acc) {
-  Node* n = grad->producer();
-  return n && n->domain() == kOtterDomain && n->op_type() == "ConvGrad" && n->num_inputs() == 3 &&
-         n->num_outputs() > 1 && n->output(1) == grad && grad->uses().empty() && !grad->is_graph_output() &&
-         grad->dtype() == acc->dtype() && n->input(2)->dtype() == acc->dtype();
+// A weight gradient (output 1) in the accumulator's type of an op that takes the accumulator as
+// an extra last input (ConvGrad's dW_acc, after dY, X, W): the filter GEMM (cuDNN's backward
+// filter) then runs with beta 0 on the first micro-step and 1 after, and no gradient buffer or copy
+// remains.
+bool accumulator_input_fusable(const Value* grad, const Value* acc) {
+  if (accumulating_form(grad) != AccumulatingForm::kAccumulatorInput) return false;
+  const Node* n = grad->producer();
+  return n->num_inputs() == 3 && n->num_outputs() > 1 && n->output(1) == grad && grad->dtype() == acc->dtype() &&
+         n->input(2)->dtype() == acc->dtype();
 }
 
-GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
-  OTTER_CHECK(steps >= 1, "grad-accumulation: steps must be >= 1, got ", steps);
+const OptionTable<GradAccumulationOptions>& GradAccumulationOptions::table() {
+  using S = GradAccumulationOptions;
+  static const OptionTable<S> t{
+      option("steps", &S::steps, "micro-batches per optimizer step (K)").at_least(1).always(),
+  };
+  return t;
+}
+
+GradAccumulationStats grad_accumulation(Graph& g, const GradAccumulationOptions& o) {
+  GradAccumulationOptions::table().check(o, "grad-accumulation");
+  const int64_t steps = o.steps;
   std::string unmet = grad_accumulation_precondition(g);
   OTTER_CHECK(unmet.empty(), "grad-accumulation: ", unmet);
   GradAccumulationStats st;
   g.opset_imports.emplace(kOtterDomain, 1);
-  scale_seed(g, steps);
+  TrainingFacts facts = g.training_facts();
+  facts.accumulation_steps = steps;
+  g.set_training_facts(facts);
+  update_backward_seed(g, "grad-accumulation");
   std::vector<Value*> outputs = g.outputs();
   for (auto& [p, grad] : g.gradients) {
     OTTER_CHECK(p->shape().is_static(), "grad-accumulation: parameter '", p->name(), "' has no static shape");
@@ -96,13 +97,8 @@ GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
     grad = unwiden(g, grad);
     if (fusable(grad, acc)) {
       Node* mm = grad->producer();
-      bool ta = false, tb = false;
-      float alpha = 1.f;
-      if (mm->op_type() == "Gemm") {
-        ta = mm->attr_i("transA", 0) != 0;
-        tb = mm->attr_i("transB", 0) != 0;
-        alpha = mm->attr_f("alpha", 1.f);
-      }
+      const bool ta = mm->attr_i("transA", 0) != 0, tb = mm->attr_i("transB", 0) != 0;
+      const float alpha = mm->attr_f("alpha", 1.f);
       Node* fused = g.add_node("GemmAccumulate", {mm->input(0), mm->input(1), acc}, {g.unique_name(acc_name + ".new")},
                                kOtterDomain, mm);
       if (ta) fused->set_attr("transA", Attribute(int64_t{1}));
@@ -112,7 +108,7 @@ GradAccumulationStats grad_accumulation(Graph& g, int64_t steps) {
       result = fused->output(0);
       g.remove_node(mm);
       ++st.grads_fused;
-    } else if (conv_fusable(grad, acc)) {
+    } else if (accumulator_input_fusable(grad, acc)) {
       Node* cg = grad->producer();
       cg->add_input(acc);
       infer_node(*cg);
@@ -135,17 +131,13 @@ std::string GradAccumulationPass::summary() const {
   return "accumulate gradients of K micro-batches in fp32 state, fused into weight-gradient GEMMs and ConvGrad";
 }
 
-std::vector<PassOption> GradAccumulationPass::options() const {
-  return {{"steps", PassOption::Type::kInt, "1", "micro-batches per optimizer step (K)", {}}};
-}
-
 std::string GradAccumulationPass::unmet_precondition(const Graph& g) const {
   return grad_accumulation_precondition(g);
 }
 
 void GradAccumulationPass::run(Graph& g, PassContext&) {
   reset_counters();
-  auto st = grad_accumulation(g, opts_.get_int("steps", 1));
+  auto st = grad_accumulation(g, opts_);
   count("accumulators", st.accumulators);
   count("grads_fused", st.grads_fused);
 }

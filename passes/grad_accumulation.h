@@ -24,20 +24,25 @@
 
 namespace otter {
 
+struct GradAccumulationOptions {
+  int64_t steps = 1;  // K
+  bool operator==(const GradAccumulationOptions&) const = default;
+  static const OptionTable<GradAccumulationOptions>& table();
+};
+
 struct GradAccumulationStats {
   int64_t accumulators = 0;
   int64_t grads_fused = 0;
 };
 
-GradAccumulationStats grad_accumulation(Graph& g, int64_t steps);
+GradAccumulationStats grad_accumulation(Graph& g, const GradAccumulationOptions& o);
 // "" when the graph has unaccumulated gradients, else what is missing.
 std::string grad_accumulation_precondition(const Graph& g);
 
-class GradAccumulationPass : public Pass {
+class GradAccumulationPass : public PassWithOptions<GradAccumulationOptions> {
  public:
   std::string name() const override { return "grad-accumulation"; }
   std::string summary() const override;
-  std::vector<PassOption> options() const override;
   std::string unmet_precondition(const Graph& g) const override;
   void run(Graph& g, PassContext& ctx) override;
 };

@@ -14,6 +14,19 @@
 
 namespace otter {
 
+const OptionTable<LoraOptions>& LoraOptions::table() {
+  using S = LoraOptions;
+  static const OptionTable<S> t{
+      option("rank", &S::rank, "adapter rank r").at_least(1).always(),
+      option("alpha", &S::alpha, "the adapter's output is scaled by alpha/r").above(0).always(),
+      option("targets", &S::targets, "name globs of the MatMul/Gemm weights to adapt (';'-separated; required)")
+          .always(),
+      option("dropout", &S::dropout, "Dropout ratio on the adapter's input").at_least(0).below(1),
+      option("seed", &S::seed, "seed of A's Kaiming-uniform initialisation"),
+  };
+  return t;
+}
+
 namespace {
 
 constexpr const char* kSuffixA = ".lora_A";
@@ -238,20 +251,6 @@ std::vector<std::pair<Value*, std::vector<std::pair<Node*, bool>>>> select_targe
   return out;
 }
 
-std::vector<std::string> split_globs(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s + ";") {
-    if (c != ';') {
-      cur += c;
-      continue;
-    }
-    if (!cur.empty()) out.push_back(cur);
-    cur.clear();
-  }
-  return out;
-}
-
 }  // namespace
 
 LoraOptions parse_lora_spec(const std::string& spec, const std::string& flag) {
@@ -280,7 +279,8 @@ LoraOptions parse_lora_spec(const std::string& spec, const std::string& flag) {
       OTTER_CHECK(is_num && num >= 0 && num < 1, flag, ": dropout must be in [0, 1), got '", v, "'");
       o.dropout = num;
     } else if (k == "targets") {
-      o.targets = split_globs(v);
+      const std::string err = option_codec::parse(v, o.targets);
+      OTTER_CHECK(err.empty(), flag, ": targets ", err, ", got '", v, "'");
     } else {
       fail(flag, ": unknown key '", k, "' (keys: rank, alpha, targets, dropout)");
     }
@@ -416,17 +416,6 @@ std::string LoraPass::summary() const {
   return "add trainable low-rank adapters (LoRA) to the MatMul/Gemm weights matching globs; freeze the rest";
 }
 
-std::vector<PassOption> LoraPass::options() const {
-  using T = PassOption::Type;
-  return {
-      {"rank", T::kInt, "8", "adapter rank r", {}},
-      {"alpha", T::kFloat, "16", "the adapter's output is scaled by alpha/r", {}},
-      {"targets", T::kString, "", "name globs of the MatMul/Gemm weights to adapt (';'-separated; required)", {}},
-      {"dropout", T::kFloat, "0", "Dropout ratio on the adapter's input", {}},
-      {"seed", T::kInt, "0", "seed of A's Kaiming-uniform initialisation", {}},
-  };
-}
-
 std::string LoraPass::unmet_precondition(const Graph& g) const {
   if (!g.gradients.empty() || g.loss_seed) return "the graph already has a backward graph: run lora before autodiff";
   return "";
@@ -434,13 +423,7 @@ std::string LoraPass::unmet_precondition(const Graph& g) const {
 
 void LoraPass::run(Graph& g, PassContext&) {
   reset_counters();
-  LoraOptions o;
-  o.rank = opts_.get_int("rank", o.rank);
-  o.alpha = opts_.get_float("alpha", o.alpha);
-  o.targets = split_globs(opts_.get_string("targets", ""));
-  o.dropout = opts_.get_float("dropout", o.dropout);
-  o.seed = opts_.get_int("seed", o.seed);
-  LoraResult r = add_lora(g, o);
+  LoraResult r = add_lora(g, opts_);
   count("adapters", static_cast<int64_t>(r.adapters.size()));
   count("branches", r.branches);
   count("adapter_params", r.adapter_params);

@@ -28,12 +28,14 @@
 namespace otter {
 
 struct LoraOptions {
-  int64_t rank = 8;                  // r
-  double alpha = 16;                 // the adapter's output is scaled by alpha / r
-  std::vector<std::string> targets;  // name globs of the weights to adapt (required)
-  double dropout = 0;                // Dropout on the adapter's input (PEFT's lora_dropout)
-  int64_t seed = 0;                  // seeds A's initialisation
+  int64_t rank = 8;    // r
+  double alpha = 16;   // the adapter's output is scaled by alpha / r
+  GlobList targets;    // name globs of the weights to adapt (required)
+  double dropout = 0;  // Dropout on the adapter's input (PEFT's lora_dropout)
+  int64_t seed = 0;    // seeds A's initialisation
   double scale() const { return alpha / static_cast<double>(rank); }
+  bool operator==(const LoraOptions&) const = default;
+  static const OptionTable<LoraOptions>& table();
 };
 
 // How a MatMul/Gemm reads a weight: as [in, out] (y = x W) or as [out, in] (y = x W^T).
@@ -84,11 +86,10 @@ LoraOptions parse_lora_spec(const std::string& spec, const std::string& flag = "
 // True for the names the lora pass gives adapters ("<W>.lora_A", "<W>.lora_B"); sets `weight`.
 bool is_lora_adapter_name(const std::string& name, std::string* weight = nullptr);
 
-class LoraPass : public Pass {
+class LoraPass : public PassWithOptions<LoraOptions> {
  public:
   std::string name() const override { return "lora"; }
   std::string summary() const override;
-  std::vector<PassOption> options() const override;
   std::string unmet_precondition(const Graph& g) const override;
   void run(Graph& g, PassContext& ctx) override;
 };

@@ -3,12 +3,12 @@
 // gradients overflowed and adapts S (PyTorch's GradScaler; docs/mixed-precision.md).
 //
 // `loss-scale{mode=dynamic|static|off, init=65536, growth=2, backoff=0.5, interval=2000}`.
-// Needs: autodiff (Graph::loss_seed, a float32 constant). Runs before grad-accumulation, which
-// divides the seed by K, and before or after the optimizer pass (either order gives the same
-// graph). Does, for mode dynamic or static:
+// Needs: autodiff (Graph::loss_seed, a float32 constant). Runs before or after grad-accumulation
+// and before or after the optimizer pass (every order gives the same graph). Does, for mode
+// dynamic or static:
 //   - state `%loss_scale`: f32 scalar S, `init` clamped to [1, 2^24] (Graph::loss_scale);
-//   - the seed constant (1, or 1/K when grad-accumulation ran first) becomes
-//     `ai.otter.ScaleSeed(%loss_scale) {k=K}` = S/K, taking the seed's name;
+//   - the seed becomes `ai.otter.ScaleSeed(%loss_scale) {k=K}` = S/K under the seed's name, with K
+//     as grad-accumulation recorded it (1 until it runs): passes/backward_seed.h;
 //   - the optimizer's unscale reads `ai.otter.LossScaleInverse(%loss_scale)` (GradScale's 1/S: the
 //     optimizer pass makes it when it runs later; an earlier optimizer's constant 1 is replaced);
 //   - dynamic only: state `%loss_scale.good_steps` (i64) and, in the apply program,
@@ -33,12 +33,17 @@
 
 namespace otter {
 
+enum class LossScaleMode : uint8_t { kDynamic, kStatic, kOff };
+const EnumNames<LossScaleMode>& enum_names(LossScaleMode);  // dynamic, static, off
+
 struct LossScaleOptions {
-  std::string mode = "dynamic";  // dynamic | static | off
+  LossScaleMode mode = LossScaleMode::kDynamic;
   double init = 65536;
   double growth = 2;
   double backoff = 0.5;
   int64_t interval = 2000;
+  bool operator==(const LossScaleOptions&) const = default;
+  static const OptionTable<LossScaleOptions>& table();
 };
 
 // The bounds otter keeps S in.
@@ -52,11 +57,10 @@ struct LossScaleStats {
 
 LossScaleStats loss_scale(Graph& g, const LossScaleOptions& o);
 
-class LossScalePass : public Pass {
+class LossScalePass : public PassWithOptions<LossScaleOptions> {
  public:
   std::string name() const override { return "loss-scale"; }
   std::string summary() const override;
-  std::vector<PassOption> options() const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 

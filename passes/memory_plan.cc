@@ -131,13 +131,18 @@ std::string MemoryPlanPass::summary() const {
   return "place each program's intermediate values in one arena (liveness, in-place reuse, best fit)";
 }
 
-std::vector<PassOption> MemoryPlanPass::options() const {
-  return {{"alignment", PassOption::Type::kInt, "64", "byte alignment of every buffer (a power of two)", {}}};
+const OptionTable<MemoryPlanOptions>& MemoryPlanOptions::table() {
+  using S = MemoryPlanOptions;
+  static const OptionTable<S> t{
+      option("alignment", &S::alignment, "byte alignment of every buffer (a power of two)")
+          .check_with([](int64_t a) { return a > 0 && (a & (a - 1)) == 0 ? "" : "must be a power of two"; }),
+  };
+  return t;
 }
 
 void MemoryPlanPass::run(Graph& g, PassContext&) {
   reset_counters();
-  MemoryPlanStats st = plan_memory(g, opts_.get_int("alignment", 64));
+  MemoryPlanStats st = plan_memory(g, opts_.alignment);
   count("planned_values", st.planned);
   count("inplace_reuses", st.inplace);
   count("arena_bytes", st.arena_bytes);

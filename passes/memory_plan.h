@@ -28,13 +28,18 @@ struct MemoryPlanStats {
   int64_t unplanned_peak_bytes = 0;
 };
 
+struct MemoryPlanOptions {
+  int64_t alignment = 64;  // bytes, a power of two
+  bool operator==(const MemoryPlanOptions&) const = default;
+  static const OptionTable<MemoryPlanOptions>& table();
+};
+
 MemoryPlanStats plan_memory(Graph& g, int64_t alignment = 64);
 
-class MemoryPlanPass : public Pass {
+class MemoryPlanPass : public PassWithOptions<MemoryPlanOptions> {
  public:
   std::string name() const override { return "memory-plan"; }
   std::string summary() const override;
-  std::vector<PassOption> options() const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 

@@ -52,7 +52,9 @@ Node* add_cast(Graph& g, Value* v, DataType to, const std::string& name, Node* b
 
 class MixedPrecision {
  public:
-  MixedPrecision(Graph& g, const MixedPrecisionOptions& o) : g_(g), o_(o), table_(OpTable::instance()) {}
+  MixedPrecision(Graph& g, const MixedPrecisionOptions& o)
+      : g_(g), half_(precision_dtype(o.dtype)), loss_(o.loss.value_or("loss")), require_loss_(o.loss.has_value()),
+        table_(OpTable::instance()) {}
 
   MixedPrecisionStats run() {
     for (Value* v : g_.outputs()) keep_type_.emplace(v, v->dtype());
@@ -71,9 +73,9 @@ class MixedPrecision {
  private:
   // The nodes between the model outputs the loss reads and the loss (both ends included).
   void find_loss_subgraph() {
-    Value* loss = g_.find_value(o_.loss);
+    Value* loss = g_.find_value(loss_);
     if (!loss) {
-      OTTER_CHECK(!o_.require_loss, "mixed-precision: no loss value '", o_.loss, "' in the graph");
+      OTTER_CHECK(!require_loss_, "mixed-precision: no loss value '", loss_, "' in the graph");
       return;
     }
     std::unordered_set<const Node*> ancestors;
@@ -118,7 +120,7 @@ class MixedPrecision {
     for (int i : ins) {
       DataType t = n.input(i)->dtype();
       DataType want = t;
-      if (cls == PrecisionClass::kLow) want = o_.dtype;
+      if (cls == PrecisionClass::kLow) want = half_;
       else if (cls == PrecisionClass::kFp32) want = is_half(t) ? DataType::kFloat32 : t;
       else want = target;
       if (want == t) continue;
@@ -184,7 +186,7 @@ class MixedPrecision {
     for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
       Node* p = *it;
       int i = precision_inputs(*p, table_.get(*p))[0];
-      if (p->input(i)->dtype() != o_.dtype) p->set_input(i, convert(p->input(i), o_.dtype, p));
+      if (p->input(i)->dtype() != half_) p->set_input(i, convert(p->input(i), half_, p));
       infer_node(*p);
     }
     return true;
@@ -228,7 +230,9 @@ class MixedPrecision {
   }
 
   Graph& g_;
-  const MixedPrecisionOptions& o_;
+  const DataType half_;
+  const std::string loss_;
+  const bool require_loss_;
   const OpTable& table_;
   MixedPrecisionStats st_;
   std::unordered_set<const Node*> loss_nodes_;
@@ -258,58 +262,47 @@ Tensor convert_float_tensor(const Tensor& t, DataType to) {
   return out;
 }
 
+const EnumNames<Precision>& enum_names(Precision) {
+  static const EnumNames<Precision> names{
+      {Precision::kFp32, "fp32"}, {Precision::kFp16, "fp16"}, {Precision::kBf16, "bf16"}};
+  return names;
+}
+
+DataType precision_dtype(Precision p) {
+  switch (p) {
+    case Precision::kFp16: return DataType::kFloat16;
+    case Precision::kBf16: return DataType::kBFloat16;
+    default: return DataType::kFloat32;
+  }
+}
+
+const OptionTable<MixedPrecisionOptions>& MixedPrecisionOptions::table() {
+  using S = MixedPrecisionOptions;
+  static const OptionTable<S> t{
+      option("dtype", &S::dtype, "the half type").among({Precision::kFp16, Precision::kBf16}).always(),
+      option("loss", &S::loss, "the loss value, whose subgraph stays fp32 (given: it must exist)")
+          .default_text("loss"),
+  };
+  return t;
+}
+
 MixedPrecisionStats mixed_precision(Graph& g, const MixedPrecisionOptions& o) {
-  OTTER_CHECK(is_half(o.dtype), "mixed-precision: dtype must be float16 or bfloat16, got ", dtype_name(o.dtype));
+  MixedPrecisionOptions::table().check(o, "mixed-precision");
   OTTER_CHECK(g.gradients.empty() && !g.loss_seed,
               "mixed-precision: the graph already has a backward graph; run mixed-precision before autodiff");
   return MixedPrecision(g, o).run();
-}
-
-Value* hoist_weight_cast(Graph& g, Value* p, bool frozen) {
-  std::vector<Node*> casts;
-  for (auto [user, idx] : p->uses())
-    if (user->domain().empty() && user->op_type() == "Cast" && user->program() == Program::kMicroStep &&
-        is_half(user->output(0)->dtype()))
-      casts.push_back(user);
-  if (casts.empty()) return nullptr;
-  const DataType t = casts[0]->output(0)->dtype();
-  for (Node* c : casts)
-    OTTER_CHECK(c->output(0)->dtype() == t, "hoist_weight_cast: '", p->name(), "' is cast to both ", dtype_name(t),
-                " and ", dtype_name(c->output(0)->dtype()));
-  // The state takes the first Cast's name; the Casts go.
-  Value* first = casts[0]->output(0);
-  const std::string name = first->name();
-  g.rename_value(first, g.unique_name(name + ".cast"));
-  Tensor rounded = convert_float_tensor(p->data(), t);
-  Value* copy = frozen ? g.add_initializer(name, rounded, false) : g.add_state(name, rounded);
-  for (Node* c : casts) {
-    g.replace_all_uses(c->output(0), copy);
-    g.remove_node(c);
-  }
-  return copy;
 }
 
 std::string MixedPrecisionPass::summary() const {
   return "run LOW ops in fp16/bf16 and FP32 ops and the loss in fp32, with Casts at class boundaries";
 }
 
-std::vector<PassOption> MixedPrecisionPass::options() const {
-  return {
-      {"dtype", PassOption::Type::kString, "fp16", "the half type", {"fp16", "bf16"}},
-      {"loss", PassOption::Type::kString, "loss", "the loss value, whose subgraph stays fp32", {}},
-  };
-}
-
 void MixedPrecisionPass::run(Graph& g, PassContext&) {
   reset_counters();
-  MixedPrecisionOptions o;
-  o.dtype = opts_.get_string("dtype", "fp16") == "bf16" ? DataType::kBFloat16 : DataType::kFloat16;
-  o.loss = opts_.get_string("loss", o.loss);
-  o.require_loss = opts_.has("loss");
-  auto st = mixed_precision(g, o);
+  auto st = mixed_precision(g, opts_);
   count("casts_inserted", st.casts_inserted);
   count("constants_converted", st.constants_converted);
-  count(o.dtype == DataType::kFloat16 ? "ops_f16" : "ops_bf16", st.ops_half);
+  count(opts_.dtype == Precision::kFp16 ? "ops_f16" : "ops_bf16", st.ops_half);
   count("ops_f32", st.ops_fp32);
 }
 

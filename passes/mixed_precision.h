@@ -16,12 +16,12 @@
 // converted at compile time into new constants (`%c.f16`, counter constants_converted), not by
 // Cast nodes. A weight that reaches LOW ops only through single-input FOLLOW ops (the Transpose
 // of an exported Linear) is cast itself and those ops run in half, since rounding commutes with
-// moving data: the half copy is then of the weight, which the optimizer pass hoists out of the
+// moving data: the half copy is then of the weight, which hoist-weight-casts moves out of the
 // micro-step program. Graph outputs and state updates keep their names and types (a half result
 // is renamed `%y.f16` and `%y` becomes its Cast back). Counters: casts_inserted,
 // constants_converted, ops_f16 / ops_bf16 / ops_f32 (float ops by the type they run in).
 // Does not: remove Casts already in the model (cast-elimination does), make the weights' half
-// copies state (the optimizer pass does, see hoist_weight_cast), or touch float64 values.
+// copies state (hoist-weight-casts does, after the optimizer), or touch float64 values.
 //
 //   before: %h: f32[N,64] = Gemm(%x, %fc1.weight, %fc1.bias) {transB=1}
 //           %logits: f32[N,10] = Gemm(%h, %fc2.weight, %fc2.bias) {transB=1}
@@ -38,10 +38,18 @@
 
 namespace otter {
 
+// The precision a model trains in: fp32, or mixed with fp16 or bf16 for the LOW ops.
+enum class Precision : uint8_t { kFp32, kFp16, kBf16 };
+const EnumNames<Precision>& enum_names(Precision);  // fp32, fp16, bf16
+// The float type of a precision (float32, float16, bfloat16).
+DataType precision_dtype(Precision p);
+
 struct MixedPrecisionOptions {
-  DataType dtype = DataType::kFloat16;  // float16 or bfloat16
-  std::string loss = "loss";            // the loss value (its subgraph stays fp32)
-  bool require_loss = false;            // fail when `loss` is missing (else: no loss subgraph)
+  Precision dtype = Precision::kFp16;  // fp16 or bf16
+  // The loss value, whose subgraph stays fp32; given, it must exist (unset: "loss" where present).
+  std::optional<std::string> loss;
+  bool operator==(const MixedPrecisionOptions&) const = default;
+  static const OptionTable<MixedPrecisionOptions>& table();
 };
 
 struct MixedPrecisionStats {
@@ -56,19 +64,10 @@ MixedPrecisionStats mixed_precision(Graph& g, const MixedPrecisionOptions& o);
 // A copy of a float tensor in another float type, rounded to nearest even (constant data).
 Tensor convert_float_tensor(const Tensor& t, DataType to);
 
-// For the optimizer pass: replaces the Casts of trainable parameter `p` to a half type in the
-// micro-step program by one state value of the Cast's name (`%p.f16`), initialised with the rounded
-// weight, and returns it (nullptr when `p` has no such Cast). The caller makes the apply program
-// write it (the optimizer's update kernel rounds the new weight into it), so the half copy is made
-// once per optimizer step instead of once per micro-batch. A `frozen` parameter (no gradient, no
-// update) gets a constant instead.
-Value* hoist_weight_cast(Graph& g, Value* p, bool frozen = false);
-
-class MixedPrecisionPass : public Pass {
+class MixedPrecisionPass : public PassWithOptions<MixedPrecisionOptions> {
  public:
   std::string name() const override { return "mixed-precision"; }
   std::string summary() const override;
-  std::vector<PassOption> options() const override;
   void run(Graph& g, PassContext& ctx) override;
 };
 

@@ -5,7 +5,6 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
-#include "passes/mixed_precision.h"
 
 namespace otter {
 
@@ -22,21 +21,50 @@ Node* apply_node(Graph& g, const std::string& op, const std::vector<Value*>& ins
   return n;
 }
 
-// Frozen parameters never change: their half copies become constants. Returns how many.
-int64_t fold_frozen_weight_casts(Graph& g) {
-  std::set<const Value*> updated;
-  for (const auto& [p, acc] : g.gradients) updated.insert(p);
-  int64_t n = 0;
-  for (Value* v : g.initializers())
-    if (v->trainable() && !updated.count(v)) n += hoist_weight_cast(g, v, /*frozen=*/true) != nullptr;
-  return n;
-}
+// What every parameter's update reads besides its own tensors.
+struct UpdateInputs {
+  Value *step, *lr, *gscale, *finite;
+  double weight_decay, momentum;  // the options' values, or the update rule's defaults
+};
 
-// Appends the weight's half copy (when it has one) as the update's last input and output.
-void with_half_copy(Value* half, std::vector<Value*>& ins, std::vector<std::string>& outs) {
-  if (!half) return;
-  ins.push_back(half);
-  outs.push_back(half->name() + ".new");
+// The update of parameter `p` from its accumulated gradient `acc`, with its moments as new state.
+void add_update(Graph& g, Value* p, Value* acc, const OptimizerOptions& c, const UpdateInputs& in,
+                OptimizerStats& st) {
+  OTTER_CHECK(p->dtype() == DataType::kFloat32 || p->dtype() == DataType::kFloat64, "optimizer: parameter '",
+              p->name(), "' must be a float32 master weight");
+  Tensor zeros(p->dtype(), p->shape().static_dims());
+  if (c.type == OptimizerType::kAdam || c.type == OptimizerType::kAdamW) {
+    Value* m = g.add_state(g.unique_name(p->name() + ".exp_avg"), zeros);
+    Value* v = g.add_state(g.unique_name(p->name() + ".exp_avg_sq"), zeros.clone());
+    std::map<std::string, Attribute> a{{"beta1", Attribute(static_cast<float>(c.beta1))},
+                                       {"beta2", Attribute(static_cast<float>(c.beta2))},
+                                       {"eps", Attribute(static_cast<float>(c.eps))}};
+    if (in.weight_decay) a["weight_decay"] = Attribute(static_cast<float>(in.weight_decay));
+    if (c.type == OptimizerType::kAdamW) a["decoupled"] = Attribute(int64_t{1});
+    std::vector<Value*> ins{p, acc, m, v, in.step, in.lr, in.gscale, in.finite};
+    std::vector<std::string> outs{p->name() + ".new", m->name() + ".new", v->name() + ".new"};
+    Node* u = apply_node(g, "AdamUpdate", ins, outs, a);
+    g.state_updates[p] = u->output(0);
+    g.state_updates[m] = u->output(1);
+    g.state_updates[v] = u->output(2);
+    st.state_tensors += 2;
+  } else {
+    std::map<std::string, Attribute> a;
+    if (in.momentum) a["momentum"] = Attribute(static_cast<float>(in.momentum));
+    if (c.nesterov) a["nesterov"] = Attribute(int64_t{1});
+    if (in.weight_decay) a["weight_decay"] = Attribute(static_cast<float>(in.weight_decay));
+    Value* mom = nullptr;
+    if (in.momentum) {
+      mom = g.add_state(g.unique_name(p->name() + ".momentum_buffer"), zeros);
+      ++st.state_tensors;
+    }
+    std::vector<Value*> ins{p, acc, mom, in.lr, in.gscale, in.finite};
+    std::vector<std::string> outs{p->name() + ".new", mom ? mom->name() + ".new" : ""};
+    Node* u = apply_node(g, "SGDUpdate", ins, outs, a);
+    g.state_updates[p] = u->output(0);
+    if (mom) g.state_updates[mom] = u->output(1);
+  }
+  ++st.params_updated;
 }
 
 // A LossScaleUpdate that loss-scale placed before the optimizer existed reads this finite check
@@ -62,17 +90,49 @@ std::string optimizer_precondition(const Graph& g) {
   return "";
 }
 
-OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
-  OptimizerConfig c = cfg;
-  OTTER_CHECK(c.type == "sgd" || c.type == "momentum" || c.type == "adam" || c.type == "adamw",
-              "optimizer: type must be sgd, momentum, adam or adamw, got '", c.type, "'");
-  OTTER_CHECK(c.lr > 0, "optimizer: lr must be positive, got ", c.lr);
-  OTTER_CHECK(c.schedule == "constant" || c.schedule == "linear-warmup" || c.schedule == "cosine",
-              "optimizer: schedule must be constant, linear-warmup or cosine, got '", c.schedule, "'");
-  OTTER_CHECK(c.schedule == "constant" || c.total > 0 || c.warmup > 0, "optimizer: schedule '", c.schedule,
-              "' needs total (the number of optimizer steps)");
-  if (c.weight_decay < 0) c.weight_decay = c.type == "adamw" ? 0.01 : 0.0;
-  if (c.momentum < 0) c.momentum = c.type == "momentum" ? 0.9 : 0.0;
+const EnumNames<OptimizerType>& enum_names(OptimizerType) {
+  static const EnumNames<OptimizerType> names{{OptimizerType::kSgd, "sgd"},
+                                              {OptimizerType::kMomentum, "momentum"},
+                                              {OptimizerType::kAdam, "adam"},
+                                              {OptimizerType::kAdamW, "adamw"}};
+  return names;
+}
+
+const EnumNames<LrSchedule>& enum_names(LrSchedule) {
+  static const EnumNames<LrSchedule> names{
+      {LrSchedule::kConstant, "constant"}, {LrSchedule::kLinearWarmup, "linear-warmup"}, {LrSchedule::kCosine, "cosine"}};
+  return names;
+}
+
+const OptionTable<OptimizerOptions>& OptimizerOptions::table() {
+  using S = OptimizerOptions;
+  static const OptionTable<S> t{
+      option("type", &S::type, "update rule").always(),
+      option("lr", &S::lr, "learning rate").above(0).always(),
+      option("beta1", &S::beta1, "Adam beta1").at_least(0).below(1),
+      option("beta2", &S::beta2, "Adam beta2").at_least(0).below(1),
+      option("eps", &S::eps, "Adam epsilon").above(0),
+      option("weight_decay", &S::weight_decay, "weight decay (decoupled for adamw)")
+          .at_least(0).default_text("0.01 (adamw), 0"),
+      option("momentum", &S::momentum, "SGD momentum").at_least(0).default_text("0.9 (momentum), 0"),
+      option("nesterov", &S::nesterov, "Nesterov momentum"),
+      option("clip_norm", &S::clip_norm, "clip gradients to this global norm (0: off)").at_least(0),
+      option("schedule", &S::schedule, "learning-rate schedule"),
+      option("warmup", &S::warmup, "linear warm-up steps").at_least(0),
+      option("total", &S::total, "total optimizer steps (for decaying schedules)").at_least(0),
+      option("min_lr", &S::min_lr, "final learning rate of decaying schedules").at_least(0),
+  };
+  return t;
+}
+
+OptimizerStats add_optimizer(Graph& g, const OptimizerOptions& o) {
+  OptimizerOptions::table().check(o, "optimizer");
+  OTTER_CHECK(o.schedule == LrSchedule::kConstant || o.total > 0 || o.warmup > 0, "optimizer: schedule '",
+              enum_name(o.schedule), "' needs total (the number of optimizer steps)");
+  const OptimizerOptions& c = o;
+  // The update rule's own defaults for what the options leave unset.
+  const double weight_decay = o.weight_decay.value_or(o.type == OptimizerType::kAdamW ? 0.01 : 0.0);
+  const double momentum = o.momentum.value_or(o.type == OptimizerType::kMomentum ? 0.9 : 0.0);
   std::string unmet = optimizer_precondition(g);
   OTTER_CHECK(unmet.empty(), "optimizer: ", unmet);
   g.opset_imports.emplace(kOtterDomain, 1);
@@ -96,62 +156,24 @@ OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& cfg) {
   Value* step = g.add_state(g.unique_name("optimizer.step"), Tensor::scalar<int64_t>(0));
   ++st.state_tensors;
   std::map<std::string, Attribute> lr_attrs{{"lr", Attribute(static_cast<float>(c.lr))},
-                                            {"schedule", Attribute(c.schedule)}};
+                                            {"schedule", Attribute(enum_name(c.schedule))}};
   if (c.warmup) lr_attrs["warmup"] = Attribute(c.warmup);
   if (c.total) lr_attrs["total"] = Attribute(c.total);
   if (c.min_lr) lr_attrs["min_lr"] = Attribute(static_cast<float>(c.min_lr));
   Value* lr = apply_node(g, "LearningRate", {step}, {"lr"}, lr_attrs)->output(0);
 
-  for (auto& [p, acc] : g.gradients) {
-    OTTER_CHECK(p->dtype() == DataType::kFloat32 || p->dtype() == DataType::kFloat64, "optimizer: parameter '",
-                p->name(), "' must be a float32 master weight");
-    Tensor zeros(p->dtype(), p->shape().static_dims());
-    Value* half = hoist_weight_cast(g, p);  // the micro-step program's half copy, now state
-    if (c.type == "adam" || c.type == "adamw") {
-      Value* m = g.add_state(g.unique_name(p->name() + ".exp_avg"), zeros);
-      Value* v = g.add_state(g.unique_name(p->name() + ".exp_avg_sq"), zeros.clone());
-      std::map<std::string, Attribute> a{{"beta1", Attribute(static_cast<float>(c.beta1))},
-                                         {"beta2", Attribute(static_cast<float>(c.beta2))},
-                                         {"eps", Attribute(static_cast<float>(c.eps))}};
-      if (c.weight_decay) a["weight_decay"] = Attribute(static_cast<float>(c.weight_decay));
-      if (c.type == "adamw") a["decoupled"] = Attribute(int64_t{1});
-      std::vector<Value*> ins{p, acc, m, v, step, lr, gscale, finite};
-      std::vector<std::string> outs{p->name() + ".new", m->name() + ".new", v->name() + ".new"};
-      with_half_copy(half, ins, outs);
-      Node* u = apply_node(g, "AdamUpdate", ins, outs, a);
-      g.state_updates[p] = u->output(0);
-      g.state_updates[m] = u->output(1);
-      g.state_updates[v] = u->output(2);
-      if (half) g.state_updates[half] = u->output(3);
-      st.state_tensors += 2;
-    } else {
-      std::map<std::string, Attribute> a;
-      if (c.momentum) a["momentum"] = Attribute(static_cast<float>(c.momentum));
-      if (c.nesterov) a["nesterov"] = Attribute(int64_t{1});
-      if (c.weight_decay) a["weight_decay"] = Attribute(static_cast<float>(c.weight_decay));
-      Value* mom = nullptr;
-      if (c.momentum) {
-        mom = g.add_state(g.unique_name(p->name() + ".momentum_buffer"), zeros);
-        ++st.state_tensors;
-      }
-      std::vector<Value*> ins{p, acc, mom, lr, gscale, finite};
-      std::vector<std::string> outs{p->name() + ".new", mom ? mom->name() + ".new" : ""};
-      with_half_copy(half, ins, outs);
-      Node* u = apply_node(g, "SGDUpdate", ins, outs, a);
-      g.state_updates[p] = u->output(0);
-      if (mom) g.state_updates[mom] = u->output(1);
-      if (half) g.state_updates[half] = u->output(2);
-    }
-    ++st.params_updated;
-    st.half_copies += half != nullptr;
-  }
+  const UpdateInputs in{step, lr, gscale, finite, weight_decay, momentum};
+  for (auto& [p, acc] : g.gradients) add_update(g, p, acc, c, in, st);
   Value* step_new = apply_node(g, "StepCount", {step, finite}, {step->name() + ".new"})->output(0);
   g.state_updates[step] = step_new;
   wire_loss_scale_update(g, finite);
-  st.half_copies += fold_frozen_weight_casts(g);
   // Metrics the apply program reports (the executor of each program returns the outputs it makes).
   g.add_output(lr);
   g.add_output(finite);
+  TrainingFacts facts = g.training_facts();
+  facts.learning_rate = lr->name();
+  facts.finite = finite->name();
+  g.set_training_facts(facts);
   return st;
 }
 
@@ -159,47 +181,13 @@ std::string OptimizerPass::summary() const {
   return "append the apply program: finite check, unscale and clipping, torch.optim update, step count";
 }
 
-std::vector<PassOption> OptimizerPass::options() const {
-  using T = PassOption::Type;
-  return {
-      {"type", T::kString, "adamw", "update rule", {"sgd", "momentum", "adam", "adamw"}},
-      {"lr", T::kFloat, "1e-3", "learning rate", {}},
-      {"beta1", T::kFloat, "0.9", "Adam beta1", {}},
-      {"beta2", T::kFloat, "0.999", "Adam beta2", {}},
-      {"eps", T::kFloat, "1e-8", "Adam epsilon", {}},
-      {"weight_decay", T::kFloat, "0.01 (adamw), 0", "weight decay (decoupled for adamw)", {}},
-      {"momentum", T::kFloat, "0.9 (momentum), 0", "SGD momentum", {}},
-      {"nesterov", T::kBool, "false", "Nesterov momentum", {}},
-      {"clip_norm", T::kFloat, "0", "clip gradients to this global norm (0: off)", {}},
-      {"schedule", T::kString, "constant", "learning-rate schedule", {"constant", "linear-warmup", "cosine"}},
-      {"warmup", T::kInt, "0", "linear warm-up steps", {}},
-      {"total", T::kInt, "0", "total optimizer steps (for decaying schedules)", {}},
-      {"min_lr", T::kFloat, "0", "final learning rate of decaying schedules", {}},
-  };
-}
-
 std::string OptimizerPass::unmet_precondition(const Graph& g) const { return optimizer_precondition(g); }
 
 void OptimizerPass::run(Graph& g, PassContext&) {
   reset_counters();
-  OptimizerConfig c;
-  c.type = opts_.get_string("type", c.type);
-  c.lr = opts_.get_float("lr", c.lr);
-  c.beta1 = opts_.get_float("beta1", c.beta1);
-  c.beta2 = opts_.get_float("beta2", c.beta2);
-  c.eps = opts_.get_float("eps", c.eps);
-  c.weight_decay = opts_.get_float("weight_decay", c.weight_decay);
-  c.momentum = opts_.get_float("momentum", c.momentum);
-  c.nesterov = opts_.get_bool("nesterov", c.nesterov);
-  c.clip_norm = opts_.get_float("clip_norm", c.clip_norm);
-  c.schedule = opts_.get_string("schedule", c.schedule);
-  c.warmup = opts_.get_int("warmup", c.warmup);
-  c.total = opts_.get_int("total", c.total);
-  c.min_lr = opts_.get_float("min_lr", c.min_lr);
-  auto st = add_optimizer(g, c);
+  auto st = add_optimizer(g, opts_);
   count("params_updated", st.params_updated);
   count("state_tensors", st.state_tensors);
-  count("half_copies", st.half_copies);
 }
 
 }  // namespace otter

@@ -15,47 +15,51 @@
 // step changes no parameter, moment or step counter. S is 1 until loss-scale makes it state; a
 // LossScaleUpdate that loss-scale placed in the apply program before this pass ran gets the finite
 // check as its input, so the two passes compose in either order.
-// Mixed precision: the micro-step program's Cast of a parameter to f16/bf16 (mixed-precision puts
-// one per weight) would run once per micro-batch although the weight only changes here. It becomes
-// state `%w.f16` (hoist_weight_cast, passes/mixed_precision.h), initialised with the rounded initial
-// weight, and the update takes it as an extra input and writes the rounded new weight into it in
-// the same kernel (output `%w.f16.new`): one half copy per weight per optimizer step, no Cast left
-// in the micro-step program. A frozen parameter's half copy becomes a constant. Counter half_copies.
-// Does not: accumulate or scale gradients (earlier passes do), nor update the loss scale.
+// Mixed precision: each update op takes an optional half copy of the weight as its last input and
+// output, which hoist-weight-casts (passes/hoist_weight_casts.h) wires after this pass.
+// Does not: accumulate or scale gradients (earlier passes do), update the loss scale, or hoist the
+// weights' half copies (hoist-weight-casts does).
 #pragma once
 
 #include "passes/pass.h"
 
 namespace otter {
 
-struct OptimizerConfig {
-  std::string type = "adamw";
+enum class OptimizerType : uint8_t { kSgd, kMomentum, kAdam, kAdamW };
+const EnumNames<OptimizerType>& enum_names(OptimizerType);  // sgd, momentum, adam, adamw
+enum class LrSchedule : uint8_t { kConstant, kLinearWarmup, kCosine };
+const EnumNames<LrSchedule>& enum_names(LrSchedule);  // constant, linear-warmup, cosine
+
+// The optimizer's options: the one place they are declared (the CLI and the training pipeline
+// fill this struct; the pass parses it from `optimizer{...}`).
+struct OptimizerOptions {
+  OptimizerType type = OptimizerType::kAdamW;
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = -1;  // -1: the optimizer's default (0.01 for adamw, else 0)
-  double momentum = -1;      // -1: default (0.9 for type=momentum, else 0)
+  std::optional<double> weight_decay;  // unset: the optimizer's default (0.01 for adamw, else 0)
+  std::optional<double> momentum;      // unset: 0.9 for type=momentum, else 0
   bool nesterov = false;
-  double clip_norm = 0;
-  std::string schedule = "constant";
+  double clip_norm = 0;  // 0: no clipping
+  LrSchedule schedule = LrSchedule::kConstant;
   int64_t warmup = 0, total = 0;
   double min_lr = 0;
+  bool operator==(const OptimizerOptions&) const = default;
+  static const OptionTable<OptimizerOptions>& table();
 };
 
 struct OptimizerStats {
   int64_t params_updated = 0;
   int64_t state_tensors = 0;
-  int64_t half_copies = 0;  // weights whose half copy the update writes (mixed precision)
 };
 
-OptimizerStats add_optimizer(Graph& g, const OptimizerConfig& c);
+OptimizerStats add_optimizer(Graph& g, const OptimizerOptions& o);
 // "" when the graph has accumulated gradients and no optimizer yet, else what is missing.
 std::string optimizer_precondition(const Graph& g);
 
-class OptimizerPass : public Pass {
+class OptimizerPass : public PassWithOptions<OptimizerOptions> {
  public:
   std::string name() const override { return "optimizer"; }
   std::string summary() const override;
-  std::vector<PassOption> options() const override;
   std::string unmet_precondition(const Graph& g) const override;
   void run(Graph& g, PassContext& ctx) override;
 };

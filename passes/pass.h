@@ -1,4 +1,5 @@
-// The Pass interface: a named graph-to-graph transformation with typed options and counters.
+// The Pass interface: a named graph-to-graph transformation with typed options (passes/options.h)
+// and counters.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "passes/options.h"
 
 namespace otter {
 
@@ -29,18 +31,7 @@ struct PassContext {
   ConstantEvaluator* evaluator = nullptr;
 };
 
-// A typed option declaration: name, type, default and help.
-struct PassOption {
-  enum class Type : uint8_t { kInt, kFloat, kString, kBool };
-  std::string name;
-  Type type = Type::kString;
-  std::string default_value;
-  std::string help;
-  std::vector<std::string> choices;  // allowed values of a string option (empty: any)
-};
-const char* option_type_name(PassOption::Type t);
-
-// Parsed option values, as given in `pass{k=v}` (validated against the declarations).
+// Option values as written in `pass{k=v}`, before the pass parses them into its options struct.
 class PassOptions {
  public:
   void set(const std::string& k, const std::string& v) { values_[k] = v; }
@@ -60,9 +51,14 @@ class Pass {
   virtual ~Pass() = default;
   virtual std::string name() const = 0;
   virtual std::string summary() const = 0;
-  virtual std::vector<PassOption> options() const { return {}; }
-  // Applies option values (already validated) before run().
-  virtual void configure(const PassOptions& opts) { opts_ = opts; }
+  // The options the pass takes (passes/options.h), for listings and messages.
+  virtual std::vector<OptionInfo> options() const { return {}; }
+  // Parses and checks option values before run(); fails naming the pass and the option.
+  virtual void configure(const PassOptions& values) { NoOptions::table().parse(values.values(), name()); }
+  // The options as pipeline text: the values that differ from the defaults ("steps=4").
+  virtual std::string options_text() const { return ""; }
+  // True when `other` is the same pass with equal options.
+  virtual bool same_options(const Pass& other) const { return other.name() == name(); }
   // What must hold before run(): "" when it does, else the reason, naming the pass that must run
   // first ("the gradients are not accumulated state: run grad-accumulation first"). The pass
   // manager checks it before running the pass.
@@ -74,8 +70,30 @@ class Pass {
  protected:
   void count(const std::string& k, int64_t n = 1) { counters_[k] += n; }
   void reset_counters() { counters_.clear(); }
-  PassOptions opts_;
   std::map<std::string, int64_t> counters_;
+};
+
+// A pass whose options are the struct S (S::table() declares them; passes/options.h).
+template <class S>
+class PassWithOptions : public Pass {
+ public:
+  using Options = S;
+  std::vector<OptionInfo> options() const override { return S::table().info(); }
+  void configure(const PassOptions& values) override { opts_ = S::table().parse(values.values(), name()); }
+  std::string options_text() const override { return S::table().print(opts_, name()); }
+  bool same_options(const Pass& other) const override {
+    auto* o = dynamic_cast<const PassWithOptions<S>*>(&other);
+    return o && o->name() == name() && o->opts_ == opts_;
+  }
+  const S& typed_options() const { return opts_; }
+  // Sets the options from a struct filled in C++ (checked as parsed ones are).
+  void set_options(const S& s) {
+    S::table().check(s, name());
+    opts_ = s;
+  }
+
+ protected:
+  S opts_;
 };
 
 }  // namespace otter

@@ -11,16 +11,6 @@
 
 namespace otter {
 
-const char* option_type_name(PassOption::Type t) {
-  switch (t) {
-    case PassOption::Type::kInt: return "int";
-    case PassOption::Type::kFloat: return "float";
-    case PassOption::Type::kString: return "string";
-    case PassOption::Type::kBool: return "bool";
-  }
-  return "?";
-}
-
 std::string PassOptions::get_string(const std::string& k, const std::string& dflt) const {
   auto it = values_.find(k);
   return it == values_.end() ? dflt : it->second;
@@ -157,51 +147,6 @@ std::unique_ptr<Pass> PassRegistry::create(const std::string& name) const {
 
 // ---- manager -------------------------------------------------------------------------------------
 
-namespace {
-
-std::string describe_option(const PassOption& o) {
-  std::string type = o.choices.empty() ? option_type_name(o.type) : "";
-  for (const auto& c : o.choices) type += (type.empty() ? "" : "|") + c;
-  return str_cat(o.name, ": ", type, " (default ", o.default_value.empty() ? "none" : o.default_value, ")");
-}
-
-// Fails naming the pass, the option and what it accepts.
-void validate_options(const Pass& p, const PipelineEntry& e) {
-  auto decls = p.options();
-  for (const auto& [k, v] : e.options.values()) {
-    const PassOption* d = nullptr;
-    for (const auto& o : decls)
-      if (o.name == k) d = &o;
-    if (!d) {
-      std::string valid;
-      for (const auto& o : decls) valid += (valid.empty() ? "" : "; ") + describe_option(o);
-      fail("pass '", e.name, "' has no option '", k, "'",
-           valid.empty() ? std::string(" (it takes no options)") : " (valid options: " + valid + ")");
-    }
-    try {
-      switch (d->type) {
-        case PassOption::Type::kInt: e.options.get_int(k, 0); break;
-        case PassOption::Type::kFloat: e.options.get_float(k, 0); break;
-        case PassOption::Type::kBool: e.options.get_bool(k, false); break;
-        case PassOption::Type::kString: break;
-      }
-    } catch (const Error& err) {
-      fail("pass '", e.name, "': ", err.what());
-    }
-    if (d->type == PassOption::Type::kString && !d->choices.empty()) {
-      bool ok = false;
-      std::string valid;
-      for (const auto& c : d->choices) {
-        ok |= (c == v);
-        valid += (valid.empty() ? "" : "|") + c;
-      }
-      if (!ok) fail("pass '", e.name, "': option '", k, "' must be one of ", valid, ", got '", v, "'");
-    }
-  }
-}
-
-}  // namespace
-
 void PassManager::set_disabled(const std::set<std::string>& names) {
   const PassRegistry& reg = PassRegistry::instance();
   for (const std::string& n : names) {
@@ -230,12 +175,11 @@ void PassManager::add_pipeline(const std::string& text) {
       continue;
     }
     auto p = reg.create(e.name);
-    validate_options(*p, e);
+    p->configure(e.options);  // checked also when disabled: a typo should not go unnoticed
     if (disabled_.count(e.name)) {
       disabled_seen_.insert(e.name);
       continue;
     }
-    p->configure(e.options);
     passes_.push_back(std::move(p));
     texts_.push_back(e.text);
   }

@@ -1,45 +1,61 @@
 // The training pipeline as one function of its options: the pass text that turns an inference
 // model into a training graph (micro-step and apply programs), so that it can be printed
 // (`otter-train train --print-pipeline`), replayed (`otter-opt --passes '...'`) and reordered in
-// one place. The named pipeline `default-train` is this function of the default options.
+// one place. The options are the passes' own option structs (passes/options.h); the text is
+// printed from them. The named pipeline `default-train` is this function of the default options.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "passes/add_loss.h"
 #include "passes/lora.h"
+#include "passes/loss_scale.h"
+#include "passes/mixed_precision.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 
 namespace otter {
 
+// Which loss a pipeline trains: the one add-loss appends (ce or mse on `add.output` against
+// `add.labels`), or the model's own scalar output (`model:NAME`). Written as the --loss flag is,
+// and parsed from it once.
+struct LossSpec {
+  AddLossOptions add;        // used when model_output is empty
+  std::string model_output;  // model:NAME: the model already outputs its scalar loss NAME
+  // "ce" | "mse" | "model:NAME"; fails with "<what> must be ce, mse or model:NAME, got '...'".
+  static LossSpec parse(const std::string& text, const std::string& what = "loss");
+  std::string text() const;  // back to ce | mse | model:NAME
+  bool from_model() const { return !model_output.empty(); }
+  // The loss value's name: NAME for model:NAME, else add-loss's ("loss").
+  const std::string& value_name() const { return from_model() ? model_output : add.loss; }
+  bool operator==(const LossSpec&) const = default;
+};
+
 struct TrainingPipelineOptions {
-  // ---- the loss (add-loss) --------------------------------------------------------------------
-  std::string loss = "ce";       // ce | mse | model:NAME (the model already outputs a scalar loss NAME)
-  std::string output;            // model output the loss reads (empty: the first graph output)
-  std::string labels = "labels";  // name of the labels input
-  // ---- mixed precision (mixed-precision, loss-scale): passes of their own issue ---------------
-  std::string precision = "fp32";  // fp32 | fp16 | bf16
-  std::string loss_scale;          // dynamic | static | off; empty: dynamic for fp16, else off
-  double init_scale = 65536;       // initial (dynamic) or fixed (static) loss scale
-  int64_t scale_interval = 2000;   // good steps before a dynamic scale grows
-  // ---- the optimizer step ---------------------------------------------------------------------
-  int64_t accum = 1;  // micro-batches per optimizer step (K)
-  OptimizerConfig optimizer;
-  std::vector<std::string> freeze;  // parameter name globs that are not trained
-  // ---- low-rank adapters (lora): on when lora.targets is not empty ---------------------------
-  LoraOptions lora;
+  LossSpec loss;                               // add-loss, or the model's own loss
+  Precision precision = Precision::kFp32;      // mixed-precision when fp16 or bf16
+  std::optional<LossScaleOptions> loss_scale;  // unset: default_loss_scale(precision)
+  int64_t accum = 1;                           // K: micro-batches per optimizer step (grad-accumulation)
+  OptimizerOptions optimizer;
+  GlobList freeze;  // parameter name globs that are not trained (autodiff)
+  LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
+  bool operator==(const TrainingPipelineOptions&) const = default;
 };
 
 // The lora pass text of the options ("" when LoRA is off).
 std::string lora_step(const TrainingPipelineOptions& o);
 
-// The loss-scale mode the options ask for ("off" when none).
-std::string loss_scale_mode(const TrainingPipelineOptions& o);
+// The loss scaling a precision trains with unless asked otherwise: dynamic for fp16 (its narrow
+// exponent range flushes small gradients), off for fp32 and bf16. The one place the default is made.
+LossScaleOptions default_loss_scale(Precision p);
+// The loss scaling the options ask for: `o.loss_scale`, else the precision's default.
+LossScaleOptions loss_scale_options(const TrainingPipelineOptions& o);
 
 // The pipeline text, for example
 //   canonicalize,add-loss{type=ce},autodiff,grad-accumulation{steps=4},optimizer{type=adamw,lr=0.001}
-// Fails when the options are inconsistent or ask for a pass `registry` does not have.
+// Fails when an option is out of range or the pipeline needs a pass `registry` does not have.
 std::string training_pipeline(const TrainingPipelineOptions& o,
                               const PassRegistry& registry = PassRegistry::instance());
 
@@ -48,8 +64,6 @@ std::string training_pipeline(const TrainingPipelineOptions& o,
 // the loss and every trainable parameter's gradient (times the scale S), as `otter-train grad` runs
 // it. No accumulation or optimizer.
 std::string gradient_pipeline(const TrainingPipelineOptions& o);
-// The name of the loss value the pipelines train: NAME for model:NAME, else "loss" (add-loss's).
-std::string loss_value_name(const TrainingPipelineOptions& o);
 
 // The evaluation pipeline over the original model: canonicalize, eval-mode (BatchNorm on running
 // statistics, no Dropout), and the same loss as training (none for model:NAME).

@@ -6,6 +6,7 @@
 #include "passes/eval_mode.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
+#include "passes/hoist_weight_casts.h"
 #include "passes/loss_scale.h"
 #include "passes/memory_plan.h"
 #include "passes/mixed_precision.h"
@@ -26,6 +27,7 @@ void register_all_passes(PassRegistry& r) {
   r.add("loss-scale", [] { return std::make_unique<LossScalePass>(); });
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
   r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
+  r.add("hoist-weight-casts", [] { return std::make_unique<HoistWeightCastsPass>(); });
   r.add("cast-elimination", [] { return std::make_unique<CastEliminationPass>(); });
   // Last: it plans the final graph's buffers; any later rewrite would invalidate the plan.
   r.add("memory-plan", [] { return std::make_unique<MemoryPlanPass>(); });

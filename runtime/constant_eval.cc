@@ -1,7 +1,8 @@
-// Constant evaluation through the CPU kernels (one node at a time).
+// Constant evaluation through the CPU kernels (one node at a time), and run_pipeline.
 #include "runtime/constant_eval.h"
 
 #include "kernels/kernel.h"
+#include "passes/pass_manager.h"
 
 namespace otter {
 
@@ -16,6 +17,15 @@ std::optional<std::vector<Tensor>> CpuConstantEvaluator::evaluate(const Node& n,
   KernelContext ctx(n, inputs, outs, HostAllocator::instance());
   kernel->run(ctx);
   return results;
+}
+
+void run_pipeline(Graph& g, const std::string& text) {
+  CpuConstantEvaluator evaluator;
+  PassContext ctx;
+  ctx.evaluator = &evaluator;
+  PassManager pm(ctx);
+  pm.add_pipeline(text);
+  pm.run(g);
 }
 
 }  // namespace otter

@@ -152,13 +152,43 @@ void check_feed(const Value* v, const Tensor& t, std::map<std::string, int64_t>&
 
 }  // namespace
 
-std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds,
-                                            const std::vector<std::string>& extra_outputs) {
-  std::vector<Tensor> slots(num_slots_);
-  // Host copies of what lives on another device: feeds given on the host and constant
-  // initializers, for kernels that need shape-like inputs on the host (see KernelContext).
+namespace {
+
+// Fails when a kernel's output disagrees with the graph: missing, another dtype, other static dims.
+void check_output(const Node& n, const Value* v, const Tensor& t) {
+  OTTER_CHECK(t.defined(), n.describe(), ": kernel did not produce output '", v->name(), "'");
+  OTTER_CHECK(t.dtype() == v->dtype(), n.describe(), ": output '", v->name(), "' is ", dtype_name(t.dtype()),
+              " but the graph says ", dtype_name(v->dtype()));
+  const Shape& sh = v->shape();
+  bool ok = !sh.rank_known || t.rank() == sh.rank();
+  for (int64_t k = 0; ok && sh.rank_known && k < sh.rank(); ++k)
+    ok = !sh.dims[k].is_static() || sh.dims[k].value == t.dim(k);
+  OTTER_CHECK(ok, n.describe(), ": output '", v->name(), "' has shape ", dims_to_string(t.dims()),
+              " but the graph says ", sh.to_string());
+}
+
+// Runs one kernel; with the profile on, times it (synchronising the device) per op type.
+void run_kernel(Kernel& kernel, KernelContext& ctx, const Node& n, Device& device, bool on_device) {
+  OpProfile& prof = OpProfile::global();
+  if (!prof.enabled) {
+    kernel.run(ctx);
+    return;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  kernel.run(ctx);
+  if (on_device) device.synchronize();
+  auto t1 = std::chrono::steady_clock::now();
+  const std::string& dom = n.domain();
+  OpProfile::Entry& e = prof.by_op[dom.empty() ? n.op_type() : dom + "." + n.op_type()];
+  e.ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
+  ++e.calls;
+}
+
+}  // namespace
+
+void Executor::bind_feeds(const std::map<std::string, Tensor>& feeds, std::vector<Tensor>& slots,
+                          std::vector<const Tensor*>& host_slots) {
   const bool on_device = device_->type() != DeviceType::kCpu;
-  std::vector<const Tensor*> host_slots(on_device ? num_slots_ : 0, nullptr);
   std::map<std::string, int64_t> symbols;
   for (const Value* v : graph_.values()) {
     if (v->kind() == ValueKind::kNode) continue;
@@ -176,70 +206,53 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
       if (on_device && v->kind() == ValueKind::kInitializer && !v->trainable()) host_slots[sl] = &v->data();
     }
   }
-  std::vector<int> extra_slots;
-  for (const std::string& name : extra_outputs) {
-    const Value* v = graph_.value(name);
-    extra_slots.push_back(slot_of_.at(v));
+}
+
+void Executor::run_step(Step& s, std::vector<Tensor>& slots, const std::vector<const Tensor*>& host_slots) {
+  const bool on_device = device_->type() != DeviceType::kCpu;
+  std::vector<const Tensor*> ins, host_ins;
+  std::vector<Tensor*> outs;
+  for (int sl : s.in_slots) ins.push_back(sl >= 0 ? &slots[sl] : nullptr);
+  uint64_t preset = 0;
+  for (size_t i = 0; i < s.out_slots.size(); ++i) {
+    int sl = s.out_slots[i];
+    outs.push_back(sl >= 0 ? &slots[sl] : nullptr);
+    if (sl >= 0 && !planned_.empty() && planned_[sl].defined()) {
+      slots[sl] = planned_[sl];
+      preset |= uint64_t{1} << i;
+    }
   }
+  if (on_device)
+    for (int sl : s.in_slots) host_ins.push_back(sl >= 0 ? host_slots[sl] : nullptr);
+  KernelContext ctx(*s.node, ins, outs, device_->allocator());
+  ctx.preset_outputs = preset;
+  ctx.set_host_inputs(host_ins);
+  ctx.device = device_;
+  ctx.rng = &rng_;
+  ctx.first_micro_step = first_micro_step_;
+  run_kernel(*s.kernel, ctx, *s.node, *device_, on_device);
+  for (size_t i = 0; i < s.out_slots.size(); ++i)
+    if (s.out_slots[i] >= 0) check_output(*s.node, s.node->output(static_cast<int>(i)), slots[s.out_slots[i]]);
+}
+
+std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds,
+                                            const std::vector<std::string>& extra_outputs) {
+  std::vector<Tensor> slots(num_slots_);
+  // Host copies of what lives on another device: feeds given on the host and constant
+  // initializers, for kernels that need shape-like inputs on the host (see KernelContext).
+  std::vector<const Tensor*> host_slots(device_->type() != DeviceType::kCpu ? num_slots_ : 0, nullptr);
+  bind_feeds(feeds, slots, host_slots);
+  std::vector<int> extra_slots;
   std::vector<bool> pinned(num_slots_, false);
-  for (size_t i = 0; i < extra_slots.size(); ++i) {
-    pinned[extra_slots[i]] = true;
-    OTTER_CHECK(planned_.empty() || !planned_[extra_slots[i]].defined(), "value '", extra_outputs[i],
+  for (const std::string& name : extra_outputs) {
+    extra_slots.push_back(slot_of_.at(graph_.value(name)));
+    pinned[extra_slots.back()] = true;
+    OTTER_CHECK(planned_.empty() || !planned_[extra_slots.back()].defined(), "value '", name,
                 "' lives in the memory plan's arena and is overwritten later in the run; request it from a graph "
                 "planned without it (make it a graph output before memory-plan)");
   }
-
-  std::vector<const Tensor*> ins, host_ins;
-  std::vector<Tensor*> outs;
   for (Step& s : steps_) {
-    ins.clear();
-    outs.clear();
-    host_ins.clear();
-    for (int sl : s.in_slots) ins.push_back(sl >= 0 ? &slots[sl] : nullptr);
-    uint64_t preset = 0;
-    for (size_t i = 0; i < s.out_slots.size(); ++i) {
-      int sl = s.out_slots[i];
-      outs.push_back(sl >= 0 ? &slots[sl] : nullptr);
-      if (sl >= 0 && !planned_.empty() && planned_[sl].defined()) {
-        slots[sl] = planned_[sl];
-        preset |= uint64_t{1} << i;
-      }
-    }
-    if (on_device)
-      for (int sl : s.in_slots) host_ins.push_back(sl >= 0 ? host_slots[sl] : nullptr);
-    KernelContext ctx(*s.node, ins, outs, device_->allocator());
-    ctx.preset_outputs = preset;
-    ctx.set_host_inputs(host_ins);
-    ctx.device = device_;
-    ctx.rng = &rng_;
-    ctx.first_micro_step = first_micro_step_;
-    OpProfile& prof = OpProfile::global();
-    if (prof.enabled) {
-      auto t0 = std::chrono::steady_clock::now();
-      s.kernel->run(ctx);
-      if (on_device) device_->synchronize();
-      auto t1 = std::chrono::steady_clock::now();
-      const std::string& dom = s.node->domain();
-      OpProfile::Entry& e = prof.by_op[dom.empty() ? s.node->op_type() : dom + "." + s.node->op_type()];
-      e.ms += std::chrono::duration<double, std::milli>(t1 - t0).count();
-      ++e.calls;
-    } else {
-      s.kernel->run(ctx);
-    }
-    for (size_t i = 0; i < s.out_slots.size(); ++i) {
-      if (s.out_slots[i] < 0) continue;
-      const Value* v = s.node->output(static_cast<int>(i));
-      const Tensor& t = slots[s.out_slots[i]];
-      OTTER_CHECK(t.defined(), s.node->describe(), ": kernel did not produce output '", v->name(), "'");
-      OTTER_CHECK(t.dtype() == v->dtype(), s.node->describe(), ": output '", v->name(), "' is ",
-                  dtype_name(t.dtype()), " but the graph says ", dtype_name(v->dtype()));
-      const Shape& sh = v->shape();
-      bool ok = !sh.rank_known || t.rank() == sh.rank();
-      for (int64_t k = 0; ok && sh.rank_known && k < sh.rank(); ++k)
-        ok = !sh.dims[k].is_static() || sh.dims[k].value == t.dim(k);
-      OTTER_CHECK(ok, s.node->describe(), ": output '", v->name(), "' has shape ", dims_to_string(t.dims()),
-                  " but the graph says ", sh.to_string());
-    }
+    run_step(s, slots, host_slots);
     for (int sl : s.release)
       if (!pinned[sl]) slots[sl] = Tensor();
   }

@@ -67,6 +67,11 @@ class Executor {
  private:
   void bind_memory_plan();
   struct Step;
+  // Puts feeds, initializers and state into their slots (host copies too, off the CPU).
+  void bind_feeds(const std::map<std::string, Tensor>& feeds, std::vector<Tensor>& slots,
+                  std::vector<const Tensor*>& host_slots);
+  // Runs one node's kernel into its output slots and checks the outputs against the graph.
+  void run_step(Step& s, std::vector<Tensor>& slots, const std::vector<const Tensor*>& host_slots);
   const Graph& graph_;
   ExecutorOptions opts_;
   Device* device_;

@@ -28,15 +28,6 @@ Device& pick_device(const std::string& name, std::unique_ptr<Device>& holder) {
 
 namespace {
 
-void run_pipeline(Graph& g, const std::string& text) {
-  CpuConstantEvaluator evaluator;
-  PassContext ctx;
-  ctx.evaluator = &evaluator;
-  PassManager pm(ctx);
-  pm.add_pipeline(text);
-  pm.run(g);
-}
-
 // FNV-1a over the model's structure: inputs, outputs, ops and parameter names, types and shapes,
 // not the values (training changes those).
 std::string model_fingerprint(const Graph& g) {
@@ -62,10 +53,10 @@ Tensor rows(const Tensor& t, int64_t begin, int64_t count) {
   return Tensor(t.dtype(), dims, t.storage(), t.offset() + static_cast<size_t>(begin) * row);
 }
 
-std::string apply_output(const Graph& g, const std::string& op) {
-  for (const auto& n : g.nodes())
-    if (n->program() == Program::kApply && n->op_type() == op) return n->output(0)->name();
-  fail("training graph: the apply program has no ", op, " (run the optimizer pass)");
+// A value the training facts name; fails naming the pass that records it.
+std::string fact_value(const Graph& g, const std::string& name, const char* what, const char* pass) {
+  OTTER_CHECK(!name.empty() && g.find_value(name), "training graph: no ", what, " recorded (run the ", pass, " pass)");
+  return name;
 }
 
 // Correct argmax predictions of `scores` (classes on the last axis) against `labels`.
@@ -90,20 +81,21 @@ int64_t count_correct(const Tensor& scores, const Tensor& labels) {
 
 // ---- Evaluator -----------------------------------------------------------------------------------
 
-Evaluator::Evaluator(const std::string& model_path, const TrainingPipelineOptions& loss, Device& device)
+Evaluator::Evaluator(const std::string& model_path, const LossSpec& loss, Device& device, const LoraOptions* lora)
     : device_(device) {
   graph_ = import_onnx_file(model_path);
   OTTER_CHECK(!graph_->outputs().empty(), "model '", model_path, "' has no outputs");
-  if (loss.loss.rfind("model:", 0) == 0) {
-    loss_ = loss.loss.substr(6);
-  } else {
-    loss_ = "loss";
-    scores_ = loss.output.empty() ? graph_->outputs()[0]->name() : loss.output;
-    labels_ = loss.labels;
+  loss_ = loss.value_name();
+  // Accuracy means argmax against class labels: cross-entropy only.
+  if (!loss.from_model() && loss.add.type == LossType::kCe) {
+    scores_ = loss.add.output.empty() ? graph_->outputs()[0]->name() : loss.add.output;
+    labels_ = loss.add.labels;
   }
-  run_pipeline(*graph_, eval_pipeline(loss));
+  TrainingPipelineOptions eval;
+  eval.loss = loss;
+  if (lora) eval.lora = *lora;  // the adapters' branches, fed the trained adapters by name
+  run_pipeline(*graph_, eval_pipeline(eval));
   OTTER_CHECK(graph_->find_value(loss_), "model '", model_path, "' has no loss output '", loss_, "'");
-  if (loss.loss != "ce") scores_.clear();  // accuracy means argmax against class labels
   ExecutorOptions eo;
   eo.device = &device;
   executor_ = std::make_unique<Executor>(*graph_, eo);
@@ -188,10 +180,12 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
     s->state_[v->name()] = s->device_->to_device(t);
     s->state_order_.push_back(v->name());
   }
-  const std::string loss = opts.pipeline.loss.rfind("model:", 0) == 0 ? opts.pipeline.loss.substr(6) : "loss";
-  s->loss_name_ = g.value(loss)->name();
-  s->lr_name_ = apply_output(g, "LearningRate");
-  s->finite_name_ = apply_output(g, "AllFinite");
+  // What the runtime needs of the graph, as the passes recorded it.
+  const TrainingFacts facts = g.training_facts();
+  s->accum_ = facts.accumulation_steps;
+  s->loss_name_ = fact_value(g, facts.loss, "loss", "autodiff");
+  s->lr_name_ = fact_value(g, facts.learning_rate, "learning rate", "optimizer");
+  s->finite_name_ = fact_value(g, facts.finite, "finite flag", "optimizer");
   if (g.loss_scale) s->scale_name_ = g.loss_scale->name();
 
   ExecutorOptions eo;
@@ -224,7 +218,7 @@ void TrainingSession::run_program(Executor& ex, const std::map<std::string, Tens
 }
 
 StepResult TrainingSession::train_step(const std::map<std::string, Tensor>& batch) {
-  const int64_t k_steps = opts_.pipeline.accum, b = opts_.batch_size;
+  const int64_t k_steps = accum_, b = opts_.batch_size;
   OTTER_CHECK(losses_.empty(), "train_step: ", losses_.size(), " micro-step(s) taken without apply()");
   for (const Value* in : batch_inputs()) {
     auto it = batch.find(in->name());
@@ -242,7 +236,7 @@ StepResult TrainingSession::train_step(const std::map<std::string, Tensor>& batc
 }
 
 void TrainingSession::micro_step(const std::map<std::string, Tensor>& micro_batch) {
-  const int64_t k_steps = opts_.pipeline.accum, b = opts_.batch_size;
+  const int64_t k_steps = accum_, b = opts_.batch_size;
   OTTER_CHECK(pending_micro_steps() < k_steps, "micro_step: the ", k_steps,
               " micro-steps of this optimizer step are taken; call apply()");
   std::map<std::string, Tensor> feeds;
@@ -262,7 +256,7 @@ void TrainingSession::micro_step(const std::map<std::string, Tensor>& micro_batc
 }
 
 StepResult TrainingSession::apply() {
-  const int64_t k_steps = opts_.pipeline.accum;
+  const int64_t k_steps = accum_;
   OTTER_CHECK(pending_micro_steps() == k_steps, "apply: an optimizer step takes K = ", k_steps, " micro-steps, ",
               pending_micro_steps(), " were taken");
   std::map<std::string, Tensor> out;
@@ -286,7 +280,7 @@ StepResult TrainingSession::apply() {
 }
 
 EvalResult TrainingSession::evaluate(const Dataset& data) {
-  if (!evaluator_) evaluator_ = std::make_unique<Evaluator>(model_path_, opts_.pipeline, *device_);
+  if (!evaluator_) evaluator_ = std::make_unique<Evaluator>(model_path_, opts_.pipeline.loss, *device_, &opts_.pipeline.lora);
   std::map<std::string, Tensor> weights = state_;
   weights.insert(fixed_.begin(), fixed_.end());  // frozen weights given initial values
   return evaluator_->run(data, opts_.eval_batch_size, weights);
@@ -334,7 +328,7 @@ Checkpoint TrainingSession::checkpoint(const LoaderState& loader) const {
   m.fingerprint = fingerprint_;
   m.pipeline = pipeline_;
   m.batch_size = opts_.batch_size;
-  m.accum = opts_.pipeline.accum;
+  m.accum = accum_;
   m.seed = opts_.seed;
   m.step = step_;
   m.loader = loader;
@@ -351,9 +345,9 @@ void TrainingSession::restore(const Checkpoint& c) {
   OTTER_CHECK(m.fingerprint == fingerprint_, "it was written for another model ('", m.model,
               "', fingerprint ", m.fingerprint, "); this session trains '", model_path_, "' (fingerprint ",
               fingerprint_, ")");
-  OTTER_CHECK(m.batch_size == opts_.batch_size && m.accum == opts_.pipeline.accum && m.seed == opts_.seed,
+  OTTER_CHECK(m.batch_size == opts_.batch_size && m.accum == accum_ && m.seed == opts_.seed,
               "it was written with batch size ", m.batch_size, ", K ", m.accum, " and seed ", m.seed,
-              "; this session has ", opts_.batch_size, ", ", opts_.pipeline.accum, " and ", opts_.seed);
+              "; this session has ", opts_.batch_size, ", ", accum_, " and ", opts_.seed);
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : c.tensors) given[name] = &t;
   std::vector<std::string> problems;

@@ -1,11 +1,12 @@
 // TrainingSession: the C++ API for training an ONNX model. It turns the model into a training graph
 // (passes/pipelines.h), compiles the micro-step and apply programs once, keeps every persistent
-// tensor on its device for the whole run, and runs optimizer steps (K micro-steps, then one apply program; README.md, "otter-train").
+// tensor on its device for the whole run, and runs optimizer steps as docs/architecture.md ("Optimizer
+// steps") defines them.
 //
 //   TrainingOptions o;
 //   o.batch_size = 32;                 // micro-batch b
 //   o.pipeline.accum = 4;              // K: one step takes a global batch of K*b samples
-//   o.pipeline.optimizer.type = "adamw";
+//   o.pipeline.optimizer.type = OptimizerType::kAdamW;
 //   auto s = TrainingSession::create("mlp.onnx", o);
 //   Dataset train = Dataset::from_npz("train.npz", s->batch_inputs());
 //   DataLoader loader(train, s->global_batch(), /*shuffle=*/true, o.seed);
@@ -71,7 +72,8 @@ Device& pick_device(const std::string& name, std::unique_ptr<Device>& holder);
 // weights fed by name, so a training session evaluates its current weights without copying them.
 class Evaluator {
  public:
-  Evaluator(const std::string& model_path, const TrainingPipelineOptions& loss, Device& device);
+  // `lora` (or null): evaluate with the adapters of a LoRA training session.
+  Evaluator(const std::string& model_path, const LossSpec& loss, Device& device, const LoraOptions* lora = nullptr);
   ~Evaluator();
   // Every sample of `data`, `batch` at a time; `weights` override the model's initializers by name.
   EvalResult run(const Dataset& data, int64_t batch, const std::map<std::string, Tensor>& weights = {});
@@ -128,7 +130,8 @@ class TrainingSession {
   Device& device() const { return *device_; }
   // Graph inputs a batch provides (model inputs and labels), with their (pinned) types.
   std::vector<const Value*> batch_inputs() const;
-  int64_t global_batch() const { return opts_.batch_size * opts_.pipeline.accum; }
+  int64_t global_batch() const { return opts_.batch_size * accum_; }
+  int64_t accumulation_steps() const { return accum_; }  // K, as the training graph records it
   int64_t steps_taken() const { return step_; }
   // Host copies of the persistent tensors (parameters, moments, counters, running statistics).
   Tensor tensor(const std::string& name) const;
@@ -158,6 +161,7 @@ class TrainingSession {
   std::vector<std::string> state_order_;  // graph order, for checkpoints
   std::set<std::string> accumulators_;    // not checkpointed: each step rewrites them first
   std::map<std::string, Tensor> fixed_;   // initial values of weights that are not trained
+  int64_t accum_ = 1;  // K (TrainingFacts)
   std::string loss_name_, lr_name_, finite_name_, scale_name_;
   std::vector<Tensor> losses_;  // of the micro-steps taken since the last apply()
   int64_t step_ = 0;

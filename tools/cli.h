@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "passes/options.h"
 
 namespace otter::cli {
 
@@ -78,6 +79,11 @@ class Args {
     double v = std::strtod(s.c_str(), &end);
     if (s.empty() || *end) fail(tool_, ": --", k, " expects a number, got '", s, "'");
     return v;
+  }
+  // An enum flag by its names (passes/options.h): "--precision must be fp32, fp16 or bf16, got 'fp8'".
+  template <class E>
+  E get_enum(const std::string& k, E dflt) const {
+    return has(k) ? parse_enum<E>(values_.at(k), "--" + k) : dflt;
   }
   const std::vector<std::string>& positional() const { return positional_; }
   std::string help() const {

@@ -163,8 +163,8 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   TrainingOptions o;
   o.batch_size = st.batch;
   o.pipeline.accum = st.accum;
-  o.pipeline.precision = st.precision;
-  o.pipeline.optimizer.type = st.optimizer;
+  o.pipeline.precision = parse_enum<Precision>(st.precision, "precision");
+  o.pipeline.optimizer.type = parse_enum<OptimizerType>(st.optimizer, "optimizer");
   o.pipeline.optimizer.lr = st.lr;
   o.pipeline.lora = st.lora;
   o.device = st.device;
@@ -243,6 +243,24 @@ std::string json_line(const BenchModel& m, const Settings& st, const Result& min
   return j.str();
 }
 
+// The benchmark models `want` names ("all", one of kModels, or an ONNX file), checked to exist.
+std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& root) {
+  std::vector<BenchModel> models;
+  const std::string& want = args.positional()[0];
+  for (const BenchModel& m : kModels)
+    if (want == "all" || want == m.name) models.push_back({m.name, root + "/models/" + m.path, m.batch});
+  if (models.empty()) {
+    OTTER_CHECK(fs::exists(want), "otter-bench: '", want, "' is neither a file nor a benchmark model (mlp, cnn, gpt, ",
+                "resnet18, gpt_large, all)");
+    OTTER_CHECK(!args.has("vs-torch"), "otter-bench: --vs-torch needs a benchmark model by name");
+    models.push_back({fs::path(want).stem().string(), want, 32});
+  }
+  for (const BenchModel& m : models)
+    OTTER_CHECK(fs::exists(m.path), "otter-bench: ", m.path, " is missing: make it with /usr/bin/python3 ",
+                "models/export_models.py --only ", m.name);
+  return models;
+}
+
 int run(int argc, char** argv) {
   cli::Args args("otter-bench", {
       {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8)", "B"},
@@ -275,19 +293,7 @@ int run(int argc, char** argv) {
   }
   openblas_set_num_threads(omp_get_max_threads());
   const std::string root = OTTER_SOURCE_DIR;
-  std::vector<BenchModel> models;
-  const std::string& want = args.positional()[0];
-  for (const BenchModel& m : kModels)
-    if (want == "all" || want == m.name) models.push_back({m.name, root + "/models/" + m.path, m.batch});
-  if (models.empty()) {
-    OTTER_CHECK(fs::exists(want), "otter-bench: '", want, "' is neither a file nor a benchmark model (mlp, cnn, gpt, ",
-                "resnet18, gpt_large, all)");
-    OTTER_CHECK(!args.has("vs-torch"), "otter-bench: --vs-torch needs a benchmark model by name");
-    models.push_back({fs::path(want).stem().string(), want, 32});
-  }
-  for (const BenchModel& m : models)
-    OTTER_CHECK(fs::exists(m.path), "otter-bench: ", m.path, " is missing: make it with /usr/bin/python3 ",
-                "models/export_models.py --only ", m.name);
+  const std::vector<BenchModel> models = models_to_run(args, root);
   Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
               args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
               args.get_float("lr", 1e-3)};

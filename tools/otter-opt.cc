@@ -49,12 +49,10 @@ std::set<std::string> split_names(const std::string& s) {
 
 // ---- --list-passes ---------------------------------------------------------------------------
 
-std::string option_type(const PassOption& o) {
-  std::string t = option_type_name(o.type);
-  if (!o.choices.empty()) {
-    t += ": ";
-    for (size_t i = 0; i < o.choices.size(); ++i) t += (i ? ", " : "") + o.choices[i];
-  }
+// "int", "float", ...; an enum's choices "sgd, momentum, adam".
+std::string option_type(const OptionInfo& o) {
+  std::string t = o.type;
+  for (size_t i = 0; i < o.choices.size(); ++i) t += (i ? ", " : "") + o.choices[i];
   return t;
 }
 
@@ -62,8 +60,8 @@ void list_passes_text(const PassRegistry& reg, std::ostream& os) {
   for (const std::string& n : reg.names()) {
     auto p = reg.create(n);
     os << n << ": " << p->summary() << "\n";
-    for (const PassOption& o : p->options())
-      os << "    " << o.name << " (" << option_type(o) << "; default " << (o.default_value.empty() ? "none" : o.default_value)
+    for (const OptionInfo& o : p->options())
+      os << "    " << o.name << " (" << option_type(o) << "; default " << (o.default_text.empty() ? "none" : o.default_text)
          << "): " << o.help << "\n";
   }
   for (const auto& [n, a] : reg.aliases()) os << n << ": " << a.second << "\n    = " << a.first << "\n";
@@ -84,8 +82,8 @@ void list_passes_markdown(const PassRegistry& reg, std::ostream& os) {
       continue;
     }
     os << "| option | type | default | meaning |\n| --- | --- | --- | --- |\n";
-    for (const PassOption& o : opts)
-      os << "| `" << o.name << "` | " << option_type(o) << " | " << (o.default_value.empty() ? "none" : o.default_value)
+    for (const OptionInfo& o : opts)
+      os << "| `" << o.name << "` | " << option_type(o) << " | " << (o.default_text.empty() ? "none" : o.default_text)
          << " | " << o.help << " |\n";
     os << "\n";
   }

@@ -19,9 +19,11 @@
 #include "runtime/dataset.h"
 #include "runtime/executor.h"
 #include "runtime/initial_values.h"
+#include "runtime/gradients.h"
 #include "runtime/json.h"
 #include "runtime/nonfinite.h"
 #include "runtime/npz.h"
+#include "runtime/predictor.h"
 #include "runtime/training_session.h"
 #include "tools/cli.h"
 
@@ -47,40 +49,6 @@ const char* kUsage =
     "\n"
     "Run 'otter-train COMMAND --help' for the options of one command.\n";
 
-// Rows [begin, end) of a tensor along axis 0 (a copy).
-Tensor slice_rows(const Tensor& t, int64_t begin, int64_t end) {
-  std::vector<int64_t> dims = t.dims();
-  int64_t row = dims[0] ? t.nbytes() / dims[0] : 0;
-  dims[0] = end - begin;
-  Tensor out(t.dtype(), dims);
-  if (out.nbytes()) std::memcpy(out.raw(), static_cast<const char*>(t.raw()) + begin * row, out.nbytes());
-  return out;
-}
-
-Tensor concat_rows(const std::vector<Tensor>& parts) {
-  std::vector<int64_t> dims = parts[0].dims();
-  dims[0] = 0;
-  for (const Tensor& p : parts) dims[0] += p.dim(0);
-  Tensor out(parts[0].dtype(), dims);
-  size_t off = 0;
-  for (const Tensor& p : parts) {
-    if (p.nbytes()) std::memcpy(static_cast<char*>(out.raw()) + off, p.raw(), p.nbytes());
-    off += p.nbytes();
-  }
-  return out;
-}
-
-std::unique_ptr<Graph> load_and_canonicalize(const std::string& path) {
-  auto g = import_onnx_file(path);
-  CpuConstantEvaluator evaluator;
-  PassContext ctx;
-  ctx.evaluator = &evaluator;
-  PassManager pm(ctx);
-  pm.add_pipeline("canonicalize");
-  pm.run(*g);
-  return g;
-}
-
 int cmd_predict(int argc, char** argv) {
   cli::Args args("otter-train predict", {
       {"data", true, "input arrays (.npz), named after the model inputs", "IN.npz"},
@@ -99,52 +67,10 @@ int cmd_predict(int argc, char** argv) {
   if (!args.has("out")) fail("predict: --out OUT.npz is required");
   std::unique_ptr<Device> cuda;
   Device& device = pick_device(args.get("device", "auto"), cuda);
-  auto g = load_and_canonicalize(args.positional()[0]);
-  NpzArchive data = read_npz(args.get("data"));
-  std::map<std::string, Tensor> feeds;
-  for (const Value* in : g->inputs()) {
-    const Tensor* t = data.find(in->name());
-    if (!t) {
-      std::string have;
-      for (const auto& [n, a] : data.arrays) have += (have.empty() ? "" : ", ") + n;
-      fail(data.path, ": no array '", in->name(), "' for model input '", in->name(), "' (", in->type_string(),
-           "); the file has: ", have.empty() ? "(none)" : have);
-    }
-    feeds[in->name()] = *t;
-  }
-  ExecutorOptions eo;
-  eo.device = &device;
-  Executor ex(*g, eo);
-  std::map<std::string, Tensor> outputs;
-  int64_t batch = args.get_int("batch-size", 0);
+  Predictor predictor(args.positional()[0], device);
+  const int64_t batch = args.get_int("batch-size", 0);
   if (batch < 0) fail("--batch-size must be positive");
-  if (batch == 0 || feeds.empty()) {
-    for (auto& [name, t] : ex.run(feeds)) outputs[name] = device.to_host(t);
-  } else {
-    int64_t n = -1;
-    for (const auto& [name, t] : feeds) {
-      OTTER_CHECK(t.rank() >= 1, "--batch-size: input '", name, "' has no sample axis");
-      if (n < 0) n = t.dim(0);
-      OTTER_CHECK(t.dim(0) == n, "--batch-size: input '", name, "' has ", t.dim(0), " samples, others ", n);
-    }
-    std::map<std::string, std::vector<Tensor>> parts;
-    std::map<std::string, Tensor> last;
-    for (int64_t b = 0; b < n; b += batch) {
-      int64_t e = std::min(n, b + batch);
-      std::map<std::string, Tensor> f;
-      for (const auto& [name, t] : feeds) f[name] = slice_rows(t, b, e);
-      for (auto& [name, dt] : ex.run(f)) {
-        Tensor t = device.to_host(dt);
-        // Outputs with a sample axis are concatenated; others (statistics) keep the last batch's.
-        if (t.rank() >= 1 && t.dim(0) == e - b) parts[name].push_back(t);
-        else last[name] = t;
-      }
-    }
-    for (auto& [name, p] : parts) outputs[name] = concat_rows(p);
-    for (auto& [name, t] : last) outputs.emplace(name, t);
-  }
-  std::vector<std::pair<std::string, Tensor>> out;
-  for (const Value* o : g->outputs()) out.emplace_back(o->name(), outputs.at(o->name()));
+  auto out = predictor.run(predictor.inputs_from(read_npz(args.get("data"))), batch);
   write_npz(args.get("out"), out);
   std::cout << "wrote " << out.size() << " output" << (out.size() == 1 ? "" : "s") << " to " << args.get("out") << "\n";
   return 0;
@@ -161,12 +87,11 @@ std::vector<cli::FlagSpec> loss_flags() {
   };
 }
 
-void read_loss_flags(const cli::Args& args, TrainingPipelineOptions& p) {
-  p.loss = args.get("loss", p.loss);
-  if (p.loss != "ce" && p.loss != "mse" && (p.loss.rfind("model:", 0) != 0 || p.loss.size() == 6))
-    fail("--loss must be ce, mse or model:NAME, got '", p.loss, "'");
-  p.output = args.get("output", p.output);
-  p.labels = args.get("labels", p.labels);
+LossSpec read_loss_flags(const cli::Args& args) {
+  LossSpec loss = LossSpec::parse(args.get("loss", "ce"), "--loss");
+  loss.add.output = args.get("output", loss.add.output);
+  loss.add.labels = args.get("labels", loss.add.labels);
+  return loss;
 }
 
 // Parses the command's flags; prints its help and returns false on --help.
@@ -219,28 +144,27 @@ std::vector<cli::FlagSpec> precision_flags(bool interval = true) {
 }
 
 void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
-  p.precision = args.get("precision", p.precision);
-  if (p.precision != "fp32" && p.precision != "fp16" && p.precision != "bf16")
-    fail("--precision must be fp32, fp16 or bf16, got '", p.precision, "'");
+  p.precision = args.get_enum("precision", p.precision);
+  LossScaleOptions s = default_loss_scale(p.precision);
   const std::string scale = args.get("loss-scale", "");
   if (scale == "dynamic" || scale == "off") {
-    p.loss_scale = scale;
+    s.mode = scale == "off" ? LossScaleMode::kOff : LossScaleMode::kDynamic;
   } else if (!scale.empty()) {
     char* end = nullptr;
     double v = std::strtod(scale.c_str(), &end);
     if (*end || !(v > 0) || !std::isfinite(v))
       fail("--loss-scale must be dynamic, off or a positive number, got '", scale, "'");
     if (args.has("init-scale")) fail("--init-scale sets the dynamic scale; --loss-scale ", scale, " is a fixed one");
-    p.loss_scale = "static";
-    p.init_scale = v;
+    s.mode = LossScaleMode::kStatic;
+    s.init = v;
   }
-  const bool dynamic = p.loss_scale.empty() ? p.precision == "fp16" : p.loss_scale == "dynamic";
   for (const char* f : {"init-scale", "scale-interval"})
-    if (args.has(f) && !dynamic)
-      fail("--", f, " applies to dynamic loss scaling, which is off (--precision ", p.precision,
+    if (args.has(f) && s.mode != LossScaleMode::kDynamic)
+      fail("--", f, " applies to dynamic loss scaling, which is off (--precision ", enum_name(p.precision),
            scale.empty() ? "" : ", --loss-scale " + scale, ")");
-  if (args.has("init-scale")) p.init_scale = ranged(args, "init-scale", p.init_scale, 0, 1e38, /*lo_open=*/true);
-  p.scale_interval = positive(args, "scale-interval", p.scale_interval);
+  if (args.has("init-scale")) s.init = ranged(args, "init-scale", s.init, 0, 1e38, /*lo_open=*/true);
+  s.interval = positive(args, "scale-interval", s.interval);
+  if (!(s == default_loss_scale(p.precision))) p.loss_scale = s;
 }
 
 // Flags of LoRA fine-tuning and initial values (train and grad share them).
@@ -311,15 +235,14 @@ std::vector<cli::FlagSpec> train_flags() {
   return f;
 }
 
-OptimizerConfig read_optimizer_flags(const cli::Args& args) {
-  OptimizerConfig c;
-  c.type = args.get("optimizer", c.type);
-  if (c.type != "sgd" && c.type != "momentum" && c.type != "adam" && c.type != "adamw")
-    fail("--optimizer must be sgd, momentum, adam or adamw, got '", c.type, "'");
-  const bool adam = c.type == "adam" || c.type == "adamw";
+OptimizerOptions read_optimizer_flags(const cli::Args& args) {
+  OptimizerOptions c;
+  c.type = args.get_enum("optimizer", c.type);
+  const bool adam = c.type == OptimizerType::kAdam || c.type == OptimizerType::kAdamW;
   for (const char* f : {"beta1", "beta2", "eps"})
-    if (!adam && args.has(f)) fail("--", f, " applies to adam and adamw, not to --optimizer ", c.type);
-  if (adam && args.has("momentum")) fail("--momentum applies to sgd and momentum, not to --optimizer ", c.type);
+    if (!adam && args.has(f)) fail("--", f, " applies to adam and adamw, not to --optimizer ", enum_name(c.type));
+  if (adam && args.has("momentum"))
+    fail("--momentum applies to sgd and momentum, not to --optimizer ", enum_name(c.type));
   c.lr = ranged(args, "lr", c.lr, 0, 1e6, /*lo_open=*/true);
   c.beta1 = ranged(args, "beta1", c.beta1, 0, 1, false, /*hi_open=*/true);
   c.beta2 = ranged(args, "beta2", c.beta2, 0, 1, false, /*hi_open=*/true);
@@ -328,9 +251,7 @@ OptimizerConfig read_optimizer_flags(const cli::Args& args) {
   if (args.has("weight-decay")) c.weight_decay = ranged(args, "weight-decay", 0, 0, 1e6);
   c.clip_norm = ranged(args, "clip-norm", 0, 0, 1e30);
   if (args.has("clip-norm") && c.clip_norm == 0) fail("--clip-norm must be positive, got ", args.get("clip-norm"));
-  c.schedule = args.get("schedule", c.schedule);
-  if (c.schedule != "constant" && c.schedule != "linear-warmup" && c.schedule != "cosine")
-    fail("--schedule must be constant, linear-warmup or cosine, got '", c.schedule, "'");
+  c.schedule = args.get_enum("schedule", c.schedule);
   c.warmup = args.get_int("warmup", 0);
   if (c.warmup < 0) fail("--warmup must be >= 0, got ", c.warmup);
   return c;
@@ -349,7 +270,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 TrainingOptions read_training_flags(const cli::Args& args) {
   TrainingOptions o;
-  read_loss_flags(args, o.pipeline);
+  o.pipeline.loss = read_loss_flags(args);
   o.pipeline.accum = positive(args, "accum", 1);
   read_precision_flags(args, o.pipeline);
   o.pipeline.optimizer = read_optimizer_flags(args);
@@ -488,14 +409,14 @@ int cmd_train(int argc, char** argv) {
 
   // The schedule's length needs the data: the session is made once the step count is known. The
   // arrays a data set must provide are those of the evaluation graph (model inputs and labels).
-  Evaluator probe(model, opts.pipeline, cpu_device());
+  Evaluator probe(model, opts.pipeline.loss, cpu_device());
   const std::vector<const Value*> inputs = probe.data_inputs();
   Dataset train = Dataset::from_npz(data_path, inputs);
   const int64_t global = opts.batch_size * opts.pipeline.accum;
   DataLoader loader(train, global, !args.has("no-shuffle"), static_cast<uint64_t>(opts.seed));
   const int64_t per_epoch = loader.batches_per_epoch();
   const int64_t total = steps_flag ? steps_flag : epochs * per_epoch;
-  if (opts.pipeline.optimizer.schedule != "constant") opts.pipeline.optimizer.total = total;
+  if (opts.pipeline.optimizer.schedule != LrSchedule::kConstant) opts.pipeline.optimizer.total = total;
   if (args.has("print-pipeline")) {
     std::cout << training_pipeline(opts.pipeline) << "\n";
     return 0;
@@ -553,8 +474,7 @@ int cmd_eval(int argc, char** argv) {
   if (!parse_command(args, argc, argv, kEvalUsage)) return 0;
   const std::string model = model_argument(args, "eval");
   const std::string data_path = required(args, "eval", "data", "TEST.npz");
-  TrainingPipelineOptions loss;
-  read_loss_flags(args, loss);
+  const LossSpec loss = read_loss_flags(args);
   const int64_t batch = positive(args, "batch-size", 256);
   std::unique_ptr<Device> cuda;
   Device& device = pick_device(args.get("device", "auto"), cuda);
@@ -578,25 +498,12 @@ const char* kGradUsage =
 
 // The first batch of a data file: its first --batch-size samples (every sample without the flag),
 // of the arrays named after the graph's inputs (checked against their types and shapes).
-std::map<std::string, Tensor> first_batch(const Graph& g, const std::string& path, const cli::Args& args) {
+std::map<std::string, Tensor> first_batch(const std::vector<const Value*>& inputs, const std::string& path,
+                                          const cli::Args& args) {
   const int64_t batch = args.has("batch-size") ? positive(args, "batch-size", 1) : 0;
-  Dataset data = Dataset::from_npz(path, std::vector<const Value*>(g.inputs().begin(), g.inputs().end()));
+  Dataset data = Dataset::from_npz(path, inputs);
   if (batch == 0) return data.arrays();
   return DataLoader(data, batch, /*shuffle=*/false, /*seed=*/0).next();
-}
-
-// A gradient of the loss scaled by `scale`, divided back (exact: the scale is a power of two unless
-// the user gave another); fails when the scaled gradient overflowed, as a training step would skip.
-Tensor unscaled(const Tensor& g, double scale, const std::string& param) {
-  Tensor out = g.clone();
-  float* p = out.data<float>();
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    if (!std::isfinite(p[i]))
-      fail("grad: the gradient of '", param, "' overflowed at loss scale ", scale,
-           " (a training step would be skipped); give a smaller --loss-scale VALUE");
-    p[i] = static_cast<float>(p[i] / scale);
-  }
-  return out;
 }
 
 int cmd_grad(int argc, char** argv) {
@@ -619,7 +526,7 @@ int cmd_grad(int argc, char** argv) {
   const std::string data_path = required(args, "grad", "data", "D.npz");
   const std::string out_path = required(args, "grad", "out", "G.npz");
   TrainingPipelineOptions p;
-  read_loss_flags(args, p);
+  p.loss = read_loss_flags(args);
   read_precision_flags(args, p);
   if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
   TrainingOptions init;
@@ -627,27 +534,12 @@ int cmd_grad(int argc, char** argv) {
   std::unique_ptr<Device> cuda;
   Device& device = pick_device(args.get("device", "auto"), cuda);
 
-  auto g = import_onnx_file(model);
-  apply_initial_values(*g, init.init, init.init_source, p.lora.targets.empty() ? nullptr : &p.lora);
-  CpuConstantEvaluator evaluator;
-  PassContext ctx;
-  ctx.evaluator = &evaluator;
-  PassManager pm(ctx);
-  pm.add_pipeline(gradient_pipeline(p));
-  pm.run(*g);
-  auto feeds = first_batch(*g, data_path, args);
-  ExecutorOptions eo;
-  eo.device = &device;
-  Executor ex(*g, eo);
-  auto outputs = ex.run(feeds);
-  std::vector<std::pair<std::string, Tensor>> out;
-  out.emplace_back("loss", device.to_host(outputs.at(loss_value_name(p))));
-  const double scale = g->loss_scale ? g->loss_scale->data().get_as_double(0) : 1.0;
-  for (const auto& [param, grad] : g->gradients)
-    out.emplace_back("grad/" + param->name(), unscaled(device.to_host(outputs.at(grad->name())), scale, param->name()));
+  GradientEvaluator ge(model, p, device, init.init, init.init_source);
+  auto out = ge.run(first_batch(ge.data_inputs(), data_path, args));
   write_npz(out_path, out);
-  std::printf("loss %.6g; wrote %zu parameter gradient%s to %s\n", out[0].second.get_as_double(0),
-              g->gradients.size(), g->gradients.size() == 1 ? "" : "s", out_path.c_str());
+  const size_t grads = out.size() - 1;
+  std::printf("loss %.6g; wrote %zu parameter gradient%s to %s\n", out[0].second.get_as_double(0), grads,
+              grads == 1 ? "" : "s", out_path.c_str());
   return 0;
 }
 

@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     otter::TrainingOptions opts;
     opts.batch_size = 16;                       // micro-batch b
     opts.pipeline.accum = 2;                    // K: each step takes 2 x 16 samples
-    opts.pipeline.optimizer.type = "adamw";
+    opts.pipeline.optimizer.type = otter::OptimizerType::kAdamW;
     opts.pipeline.optimizer.lr = 0.01;
     auto session = otter::TrainingSession::create(argv[1], opts);
     std::printf("pipeline: %s\n", session->pipeline().c_str());

@@ -371,8 +371,10 @@ void register_matmul_conv_ops(OpTable& t) {
   // only widen types or add attributes that inference reads where present.
   add(t, "MatMul", 13, kMax, infer_matmul, P::kLow, false, rule(grad_matmul),
       "numpy matmul: batched, with 1-D promotion");
+  t.mutable_find("", "MatMul", 13)->accumulating_form = AccumulatingForm::kGemmAccumulate;
   add(t, "Gemm", 13, kMax, infer_gemm, P::kLow, false, rule(grad_gemm),
       "alpha * op(A) @ op(B) + beta * C, 2-D, transA/transB");
+  t.mutable_find("", "Gemm", 13)->accumulating_form = AccumulatingForm::kGemmAccumulate;
   add(t, "Conv", 11, kMax, infer_conv, P::kLow, false, rule(grad_conv),
       "N-d convolution with groups, pads, strides, dilations");
   add(t, "MaxPool", 12, kMax, pool(true), P::kFollow, false, rule(pool_grad("MaxPoolGrad")),
@@ -388,6 +390,7 @@ void register_matmul_conv_ops(OpTable& t) {
                       "(data, filter, bias); with dW_acc, dW is that accumulator updated in place (overwritten on "
                       "the first micro-step, added to after)");
   t.mutable_find(kOtterDomain, "ConvGrad", 1)->views = {{1, 3}};
+  t.mutable_find(kOtterDomain, "ConvGrad", 1)->accumulating_form = AccumulatingForm::kAccumulatorInput;
   infer::add_otter_op(t, "MaxPoolGrad", grads_like(2, 2, {1}), P::kFollow,
                       "MaxPoolGrad(dY, X) {MaxPool's attributes}: dY routed to each window's (first) maximum");
   infer::add_otter_op(t, "AveragePoolGrad", grads_like(2, 2, {1}), P::kFollow,

@@ -49,11 +49,11 @@ TEST_P(CudaCoverage, EveryNodeOfTheTrainingGraphHasACudaKernel) {
   for (const char* optimizer : {"adamw", "adam", "momentum", "sgd"}) {
     for (const char* precision : {"fp32", "fp16", "bf16"}) {
       TrainingPipelineOptions o;
-      o.precision = precision;
+      o.precision = parse_enum<Precision>(precision, "precision");
       o.accum = 2;
-      o.optimizer.type = optimizer;
+      o.optimizer.type = parse_enum<OptimizerType>(optimizer, "optimizer");
       o.optimizer.clip_norm = 1;
-      o.optimizer.schedule = "cosine";
+      o.optimizer.schedule = LrSchedule::kCosine;
       o.optimizer.total = 10;
       const std::string pipeline = training_pipeline(o);
       auto g = through_pipeline(GetParam(), pipeline);

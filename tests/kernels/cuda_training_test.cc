@@ -77,9 +77,9 @@ TEST_P(CudaTraining, StepsMatchTheCpuBackend) {
   TrainingOptions o;
   o.batch_size = c.batch;
   o.pipeline.accum = c.accum;
-  o.pipeline.optimizer.type = c.optimizer;
+  o.pipeline.optimizer.type = parse_enum<OptimizerType>(c.optimizer, "optimizer");
   o.pipeline.optimizer.lr = c.lr;
-  o.pipeline.precision = c.precision;
+  o.pipeline.precision = parse_enum<Precision>(c.precision, "precision");
   o.device = "cpu";
   auto cpu = TrainingSession::create(model_path(c.model), o);
   o.device = "cuda";

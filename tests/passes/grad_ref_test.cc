@@ -86,16 +86,9 @@ double check_model(const std::string& model, const Precision& p, bool assert_tol
     return 0;
   }
   auto g = import_onnx_file(base + ".onnx");
-  CpuConstantEvaluator evaluator;
-  PassContext pctx;
-  pctx.evaluator = &evaluator;
-  PassManager canonicalize(pctx);
-  canonicalize.add_pipeline("canonicalize");
-  canonicalize.run(*g);
+  run_pipeline(*g, "canonicalize");
   if (p.dtype == DataType::kFloat64) widen_to_float64(*g);
-  PassManager pm(pctx);
-  pm.add_pipeline("add-loss{type=ce},autodiff");
-  pm.run(*g);
+  run_pipeline(*g, "add-loss{type=ce},autodiff");
 
   NpzArchive ref = read_npz(base + "_grad_ref.npz");
   std::map<std::string, Tensor> feeds;

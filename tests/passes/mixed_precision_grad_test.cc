@@ -54,13 +54,8 @@ TEST_P(MixedPrecisionGradRef, GradientsMatchPyTorchFp32) {
   const std::string base = std::string(OTTER_SOURCE_DIR) + "/models/" + c.model;
   constexpr double kScale = 1024;
   auto g = import_onnx_file(base + ".onnx");
-  CpuConstantEvaluator evaluator;
-  PassContext ctx;
-  ctx.evaluator = &evaluator;
-  PassManager pm(ctx);
-  pm.add_pipeline("canonicalize,add-loss{type=ce},mixed-precision{dtype=" + c.dtype +
-                  "},autodiff,loss-scale{mode=static,init=1024}");
-  pm.run(*g);
+  run_pipeline(*g, "canonicalize,add-loss{type=ce},mixed-precision{dtype=" + c.dtype +
+                       "},autodiff,loss-scale{mode=static,init=1024}");
 
   NpzArchive ref = read_npz(base + "_grad_ref.npz");
   std::map<std::string, Tensor> feeds;

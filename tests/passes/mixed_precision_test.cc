@@ -21,12 +21,7 @@ std::string model_path(const std::string& rel) { return std::string(OTTER_SOURCE
 
 std::unique_ptr<Graph> build(const std::string& model, const std::string& pipeline) {
   auto g = import_onnx_file(model_path(model));
-  CpuConstantEvaluator evaluator;
-  PassContext ctx;
-  ctx.evaluator = &evaluator;
-  PassManager pm(ctx);
-  pm.add_pipeline(pipeline);
-  pm.run(*g);
+  run_pipeline(*g, pipeline);
   return g;
 }
 

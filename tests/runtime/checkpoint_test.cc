@@ -28,7 +28,7 @@ TrainingOptions cnn_options() {
   o.seed = 7;
   o.pipeline.accum = 2;
   o.pipeline.optimizer.lr = 0.01;
-  o.pipeline.optimizer.schedule = "cosine";
+  o.pipeline.optimizer.schedule = LrSchedule::kCosine;
   o.pipeline.optimizer.warmup = 2;
   o.pipeline.optimizer.total = 8;
   return o;

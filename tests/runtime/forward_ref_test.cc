@@ -40,12 +40,7 @@ TEST_P(ForwardRef, LogitsAndBatchNormStateMatchPyTorch) {
   ASSERT_TRUE(std::filesystem::exists(model_path(c.model)))
       << model_path(c.model) << " is missing (scripts/setup.sh exports ResNet-18)";
   auto g = import_onnx_file(model_path(c.model));
-  CpuConstantEvaluator evaluator;
-  PassContext pctx;
-  pctx.evaluator = &evaluator;
-  PassManager pm(pctx);
-  pm.add_pipeline("canonicalize");
-  pm.run(*g);
+  run_pipeline(*g, "canonicalize");
   NpzArchive ref = read_npz(model_path(c.ref));
   Executor ex(*g);
   auto out = ex.run({{c.input, ref.get(c.input)}});

@@ -45,26 +45,17 @@ std::map<std::string, Tensor> first_samples(int64_t n, int64_t begin = 0) {
   return {{"tokens", rows_copy(*d.find("tokens"), begin, n)}, {"labels", rows_copy(*d.find("labels"), begin, n)}};
 }
 
-void lora_passes(Graph& g, const std::string& text) {
-  CpuConstantEvaluator ev;
-  PassContext ctx;
-  ctx.evaluator = &ev;
-  PassManager pm(ctx);
-  pm.add_pipeline(text);
-  pm.run(g);
-}
-
 TrainingOptions gpt_training(DataType precision = DataType::kFloat32) {
   TrainingOptions o;
   o.device = "cpu";
   o.batch_size = 4;
   o.pipeline.lora = gpt_lora();
-  o.pipeline.optimizer.type = "adamw";
+  o.pipeline.optimizer.type = OptimizerType::kAdamW;
   o.pipeline.optimizer.lr = 0.01;
   o.pipeline.optimizer.weight_decay = 0.01;
   o.init = read_initial_values(model_file("gpt/lora_init.npz"));
   o.init_source = "lora_init.npz";
-  if (precision == DataType::kBFloat16) o.pipeline.precision = "bf16";
+  if (precision == DataType::kBFloat16) o.pipeline.precision = Precision::kBf16;
   return o;
 }
 
@@ -75,7 +66,7 @@ TEST(LoraGpt, AdapterGradientsMatchPyTorch) {
   TrainingPipelineOptions p;
   p.lora = gpt_lora();
   apply_initial_values(*g, read_initial_values(model_file("gpt/lora_init.npz")), "lora_init.npz", &p.lora);
-  lora_passes(*g, gradient_pipeline(p));
+  run_pipeline(*g, gradient_pipeline(p));
   ASSERT_EQ(g->gradients.size(), 12u);
   ExecutorOptions eo;
   Executor ex(*g, eo);
@@ -131,7 +122,7 @@ TEST(LoraGpt, TenAdamWStepsMergedExportAndFrozenBase) {
     else
       EXPECT_TRUE(got.bitwise_equal(v->data())) << v->name();
   }
-  lora_passes(*merged, "canonicalize");
+  run_pipeline(*merged, "canonicalize");
   ExecutorOptions eo;
   Executor ex(*merged, eo);
   auto out = ex.run({{"tokens", first_samples(4).at("tokens")}});

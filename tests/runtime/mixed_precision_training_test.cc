@@ -44,9 +44,10 @@ TEST(DynamicLossScale, OverflowSkipsAndHalvesThenGrowsAfterIntervalAndConverges)
   TrainingOptions o;
   o.batch_size = 16;
   o.pipeline.accum = 2;
-  o.pipeline.precision = "fp16";
-  o.pipeline.init_scale = 1e9;
-  o.pipeline.scale_interval = 5;
+  o.pipeline.precision = Precision::kFp16;
+  o.pipeline.loss_scale = LossScaleOptions{};
+  o.pipeline.loss_scale->init = 1e9;
+  o.pipeline.loss_scale->interval = 5;
   o.pipeline.optimizer.lr = 0.01;
   auto s = TrainingSession::create(model_file("digits/mlp.onnx"), o);
   EXPECT_EQ(s->tensor("loss_scale").get_as_double(0), 16777216.0);  // 1e9 clamped to 2^24
@@ -104,9 +105,8 @@ TEST(LossScalePass, PowerOfTwoScaleChangesNoBitInFp32) {
     TrainingOptions o;
     o.batch_size = 8;
     o.pipeline.accum = 2;
-    o.pipeline.loss_scale = scaling;
-    o.pipeline.init_scale = 1024;
-    o.pipeline.optimizer.type = "sgd";
+    o.pipeline.loss_scale = LossScaleOptions{parse_enum<LossScaleMode>(scaling, "mode"), 1024};
+    o.pipeline.optimizer.type = OptimizerType::kSgd;
     o.pipeline.optimizer.lr = 0.1;
     auto s = TrainingSession::create(model_file("digits/cnn.onnx"), o);
     Dataset train = Dataset::from_npz(model_file("digits/train_img.npz"), s->batch_inputs());
@@ -178,10 +178,10 @@ tiny (float[N, 4] x, float[N, 1] t) => (float l, float[N, 1] y) <float[4, 1] w =
   Run train(const std::string& precision, const std::string& scaling) {
     TrainingOptions o;
     o.batch_size = 32;
-    o.pipeline.loss = "model:l";
-    o.pipeline.precision = precision;
-    o.pipeline.loss_scale = scaling;
-    o.pipeline.optimizer.type = "adam";
+    o.pipeline.loss = LossSpec::parse("model:l");
+    o.pipeline.precision = parse_enum<Precision>(precision, "precision");
+    o.pipeline.loss_scale = LossScaleOptions{parse_enum<LossScaleMode>(scaling, "mode")};
+    o.pipeline.optimizer.type = OptimizerType::kAdam;
     o.pipeline.optimizer.lr = 0.05;
     auto s = TrainingSession::create(model_, o);
     Dataset d = Dataset::from_npz(data_, s->batch_inputs());

@@ -34,13 +34,13 @@ TEST_P(TorchTrajectory, ParametersMatchAfterEveryStep) {
   TrainingOptions o;
   o.batch_size = static_cast<int64_t>(hp("batch"));
   o.pipeline.accum = static_cast<int64_t>(hp("accum"));
-  OptimizerConfig& opt = o.pipeline.optimizer;
-  opt.type = c.type;
+  OptimizerOptions& opt = o.pipeline.optimizer;
+  opt.type = parse_enum<OptimizerType>(c.type, "type");
   opt.lr = hp("lr");
   opt.momentum = hp("momentum");
   opt.weight_decay = hp("weight_decay");
   opt.clip_norm = hp("clip_norm");
-  opt.schedule = c.schedule;
+  opt.schedule = parse_enum<LrSchedule>(c.schedule, "schedule");
   opt.warmup = static_cast<int64_t>(hp("warmup"));
   opt.total = static_cast<int64_t>(hp("total"));
   auto s = TrainingSession::create(model_file("digits/mlp.onnx"), o);
@@ -87,7 +87,7 @@ TEST(Accumulation, KMicroBatchesEqualOneBatchOfKb) {
     TrainingOptions o;
     o.batch_size = b;
     o.pipeline.accum = k;
-    o.pipeline.optimizer.type = "momentum";
+    o.pipeline.optimizer.type = OptimizerType::kMomentum;
     o.pipeline.optimizer.lr = 0.05;
     return TrainingSession::create(model_file("digits/mlp.onnx"), o);
   };
@@ -139,7 +139,7 @@ TEST(Accumulation, FusedGemmEqualsUnfusedPath) {
     auto g = import_onnx_file(model_file("digits/mlp.onnx"));
     for (Value* in : g->inputs()) in->set_shape(Shape({Dim(8), in->shape().dims[1]}));
     run_passes(*g, "canonicalize,add-loss,autodiff");
-    GradAccumulationStats st = grad_accumulation(*g, 3);
+    GradAccumulationStats st = grad_accumulation(*g, {3});
     EXPECT_EQ(st.grads_fused, 2);  // fc1.weight and fc2.weight: their gradient GEMMs accumulate
     if (!fused) unfuse_gemm_accumulate(*g);
     return g;
@@ -168,7 +168,7 @@ TEST(Accumulation, FusedConvGradEqualsUnfusedPath) {
       in->set_shape(Shape(d));
     }
     run_passes(*g, "canonicalize,add-loss,autodiff");
-    GradAccumulationStats st = grad_accumulation(*g, 3);
+    GradAccumulationStats st = grad_accumulation(*g, {3});
     EXPECT_EQ(st.grads_fused, 3);  // conv1.weight, conv2.weight and the fc GEMM
     if (!fused) unfuse_conv_grad(*g);
     return g;
@@ -245,7 +245,7 @@ TEST(Evaluate, MatchesPyTorchLogits) {
     correct += arg == y;
   }
   loss /= static_cast<double>(labels.numel());
-  Evaluator ev(model_file("digits/mlp.onnx"), TrainingPipelineOptions{}, cpu_device());
+  Evaluator ev(model_file("digits/mlp.onnx"), LossSpec{}, cpu_device());
   Dataset d = Dataset::from_npz(ref, ev.data_inputs());
   EvalResult r = ev.run(d, 5);  // batches of 5, 5, 5, 1
   EXPECT_EQ(r.samples, 16);
@@ -270,7 +270,7 @@ TEST(Export, TrainedWeightsAndRunningStatisticsReachTheOnnxFile) {
   for (const char* name : {"conv1.weight", "bn1.weight", "bn1.running_mean", "bn1.running_var", "fc.bias"})
     EXPECT_TRUE(g->value(name)->data().bitwise_equal(s->tensor(name))) << name;
   EXPECT_GT(max_abs(s->tensor("bn1.running_mean")), 0);  // moved from its initial zeros
-  Evaluator ev(path, o.pipeline, cpu_device());
+  Evaluator ev(path, o.pipeline.loss, cpu_device());
   EvalResult from_file = ev.run(test, o.eval_batch_size), in_session = s->evaluate(test);
   EXPECT_EQ(from_file.loss, in_session.loss);
   EXPECT_EQ(from_file.accuracy, in_session.accuracy);
@@ -341,11 +341,12 @@ TEST(TrainStep, RejectsBadBatches) {
 
 TEST(TrainingSession, BadOptionsFailClearly) {
   TrainingOptions o;
-  o.pipeline.precision = "fp8";
-  EXPECT_NE(error_of([&] { TrainingSession::create(model_file("digits/mlp.onnx"), o); }).find("precision must be"),
+  o.pipeline.optimizer.lr = -1;
+  EXPECT_NE(error_of([&] { TrainingSession::create(model_file("digits/mlp.onnx"), o); })
+                .find("pass 'optimizer': option 'lr' must be > 0, got '-1'"),
             std::string::npos);
   o = TrainingOptions();
-  o.pipeline.loss = "model:nope";
+  o.pipeline.loss = LossSpec::parse("model:nope");
   EXPECT_NE(error_of([&] { TrainingSession::create(model_file("digits/mlp.onnx"), o); }).find("'nope'"),
             std::string::npos);
   o = TrainingOptions();

@@ -59,14 +59,7 @@ inline Tensor rows_copy(const Tensor& t, int64_t begin, int64_t n) {
   return out;
 }
 
-inline void run_passes(Graph& g, const std::string& pipeline) {
-  CpuConstantEvaluator ev;
-  PassContext ctx;
-  ctx.evaluator = &ev;
-  PassManager pm(ctx);
-  pm.add_pipeline(pipeline);
-  pm.run(g);
-}
+inline void run_passes(Graph& g, const std::string& pipeline) { run_pipeline(g, pipeline); }
 
 // The inverse of grad-accumulation's fusion: each GemmAccumulate(a, b, acc) becomes a plain Gemm
 // and an AccumulateGrad, the unfused path the fusion must reproduce.
