@@ -11,7 +11,7 @@
 
 namespace otter {
 
-// Mixed-precision class (see shared/AMP.md).
+// Mixed-precision class (see docs/architecture.md, "Mixed precision").
 enum class PrecisionClass : uint8_t {
   kNone,    // no float math to speak of (shape ops on integers, comparisons' outputs...)
   kLow,     // run in the half type (GEMM-like)
