@@ -90,6 +90,8 @@ std::string eval_pipeline(const TrainingPipelineOptions& o) {
 std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegistry& registry) {
   const LossScaleOptions scale = loss_scale_options(o);
   std::vector<std::string> steps;
+  // Running statistics become state (or constants) before canonicalize could fold them.
+  steps.push_back(pass_text("batchnorm-mode", o.batchnorm));
   // Fold constants and shape arithmetic first: every later pass then sees static shapes and no
   // Constant/Identity nodes, and the backward graph is not built for arithmetic that folds away.
   steps.push_back("canonicalize");
@@ -99,6 +101,8 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
     require(registry, "lora", "lora");
     steps.push_back(lora_step(o));
   }
+  // Once the adapters are connected, parameters no differentiable path takes to an output freeze.
+  steps.push_back("freeze-unreachable");
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
   if (!o.loss.from_model()) steps.push_back(pass_text("add-loss", o.loss.add));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "passes/add_loss.h"
+#include "passes/batchnorm_mode.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
 #include "passes/mixed_precision.h"
@@ -40,6 +41,7 @@ struct TrainingPipelineOptions {
   int64_t accum = 1;                           // K: micro-batches per optimizer step (grad-accumulation)
   OptimizerOptions optimizer;
   GlobList freeze;  // parameter name globs that are not trained (autodiff)
+  BatchNormModeOptions batchnorm;  // BatchNorm as model.train() or on frozen statistics (batchnorm-mode)
   LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
   bool operator==(const TrainingPipelineOptions&) const = default;
 };

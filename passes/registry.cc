@@ -6,6 +6,7 @@
 #include "passes/eval_mode.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
+#include "passes/batchnorm_mode.h"
 #include "passes/hoist_weight_casts.h"
 #include "passes/loss_scale.h"
 #include "passes/memory_plan.h"
@@ -20,7 +21,9 @@ void register_all_passes(PassRegistry& r) {
   // The order in which the training pipeline runs these, and why: passes/pipelines.cc.
   r.add("canonicalize", [] { return std::make_unique<CanonicalizePass>(); });
   r.add("eval-mode", [] { return std::make_unique<EvalModePass>(); });
+  r.add("batchnorm-mode", [] { return std::make_unique<BatchNormModePass>(); });
   r.add("lora", [] { return std::make_unique<LoraPass>(); });
+  r.add("freeze-unreachable", [] { return std::make_unique<FreezeUnreachablePass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("mixed-precision", [] { return std::make_unique<MixedPrecisionPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });

@@ -152,15 +152,6 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   const LoraOptions* lora = opts.pipeline.lora.targets.empty() ? nullptr : &opts.pipeline.lora;
   apply_initial_values(g, opts.init, opts.init_source, lora);
   pin_batch(g, opts.batch_size);
-  // Parameter selection as PyTorch's: running statistics are state, BatchNorm trains in the mode
-  // asked, and initializers no differentiable path takes to an output are not trained.
-  OTTER_CHECK(opts.batchnorm == "train" || opts.batchnorm == "frozen",
-              "batchnorm mode must be train or frozen, got '", opts.batchnorm, "'");
-  batchnorm_mode(g, opts.batchnorm == "train");
-  // With LoRA every parameter but the adapters is frozen by the lora pass itself; and adapters given
-  // by --init are initializers that nothing reads until the lora pass connects them, so this would
-  // freeze them.
-  if (!lora) freeze_unreachable(g, "");
   run_pipeline(g, s->pipeline_);
 
   // Persistent tensors move to the device once and stay there; the executors are fed them. On the

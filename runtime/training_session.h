@@ -42,9 +42,6 @@ struct TrainingOptions {
   // before the pipeline runs (runtime/initial_values.h); `init_source` names them in errors.
   std::map<std::string, Tensor> init;
   std::string init_source = "initial values";
-  // BatchNorm while training (passes/batchnorm_mode.h), applied to the imported graph before the
-  // pipeline: train (as model.train(), the default) or frozen (the exported statistics).
-  std::string batchnorm = "train";
 };
 
 // What one optimizer step reports.

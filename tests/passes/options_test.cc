@@ -7,6 +7,7 @@
 #include "graph/error.h"
 #include "passes/add_loss.h"
 #include "passes/autodiff.h"
+#include "passes/batchnorm_mode.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
@@ -106,7 +107,8 @@ void expect_round_trip(const std::string& pass, const S& s) {
 }
 
 TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
-  std::set<std::string> covered{"canonicalize", "eval-mode", "cast-elimination", "hoist-weight-casts"};
+  std::set<std::string> covered{"canonicalize", "eval-mode", "cast-elimination", "hoist-weight-casts",
+                                "freeze-unreachable"};
   AddLossOptions add;
   add.type = LossType::kMse;
   add.output = "y";
@@ -152,8 +154,9 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   lora.dropout = 0.1;
   lora.seed = 7;
   expect_round_trip("lora", lora);
+  expect_round_trip("batchnorm-mode", BatchNormModeOptions{BatchNormMode::kFrozen});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
-                        "memory-plan", "lora"})
+                        "memory-plan", "lora", "batchnorm-mode"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";
