@@ -15,6 +15,7 @@
 #include "passes/mixed_precision.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/recompute.h"
 
 namespace otter {
 
@@ -41,6 +42,7 @@ struct TrainingPipelineOptions {
   OptimizerOptions optimizer;
   GlobList freeze;  // parameter name globs that are not trained (autodiff)
   LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
+  RecomputeOptions recompute;  // activation recomputation (recompute pass): on unless policy none
   bool operator==(const TrainingPipelineOptions&) const = default;
 };
 
