@@ -41,9 +41,9 @@ bool is_random(const Node& n) {
 
 // Contractions and other ops whose cost is not linear in their output: not `cheap`.
 bool is_expensive(const Node& n) {
-  static const std::set<std::string> ops = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "MatMulInteger",
-                                            "ConvInteger", "QLinearMatMul", "QLinearConv", "LSTM", "GRU", "RNN",
-                                            "GemmAccumulate", "ConvGrad"};
+  static const std::set<std::string> ops = {"MatMul",        "Gemm",        "Conv",           "ConvTranspose", "Einsum",
+                                            "MatMulInteger", "ConvInteger", "QLinearMatMul",  "QLinearConv",   "LSTM",
+                                            "GRU",           "RNN",         "GemmAccumulate", "ConvGrad"};
   return ops.count(n.op_type()) != 0;
 }
 

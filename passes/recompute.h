@@ -46,7 +46,7 @@ struct RecomputeOptions {
 struct RecomputeStats {
   RecomputePolicy applied = RecomputePolicy::kNone;  // auto: the rung of the ladder it chose
   int64_t recomputed_nodes = 0, recomputed_values = 0;
-  int64_t saved_bytes_before = 0, saved_bytes_after = 0;  // activations kept for the backward graph
+  int64_t saved_bytes_before = 0, saved_bytes_after = 0;    // activations kept for the backward graph
   int64_t arena_bytes_before = -1, arena_bytes_after = -1;  // -1: shapes not static
   int64_t peak_bytes_before = -1, peak_bytes_after = -1;
   int64_t extra_flops = -1;

@@ -33,7 +33,7 @@ struct PlannedMemory {
   int64_t inputs = 0;       // one micro-batch's inputs
   int64_t micro_flops = 0;  // forward + backward FLOPs of one micro-step
   int64_t apply_flops = 0;
-  int64_t nodes = 0;        // micro-step kernels per micro-step
+  int64_t nodes = 0;  // micro-step kernels per micro-step
   int64_t total(int64_t k) const { return persistent + arenas + workspace + k * inputs; }
 };
 PlannedMemory planned_memory(const Graph& g);

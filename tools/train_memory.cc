@@ -28,8 +28,8 @@ void read_recompute_flag(const cli::Args& args, TrainingPipelineOptions& p) {
 std::vector<cli::FlagSpec> budget_flags() {
   return {
       {"global-batch", true, "with --memory-budget: samples per optimizer step G; b | G and K = G/b are chosen", "G"},
-      {"memory-budget", true,
-       "choose b, K and --recompute so the planned peak fits SIZE (bytes, or 512MiB, 2GiB, ...)", "SIZE"},
+      {"memory-budget", true, "choose b, K and --recompute so the planned peak fits SIZE (bytes, or 512MiB, 2GiB, ...)",
+       "SIZE"},
       {"explain", false, "with --memory-budget: print every candidate (b, K, policy) considered"},
   };
 }
@@ -76,7 +76,8 @@ StepPeak::StepPeak() : baseline_(host_live_bytes()) {}
 void StepPeak::begin_step() { reset_host_peak_bytes(); }
 
 int64_t StepPeak::end_step(const Device& d) {
-  const int64_t peak = d.type() == DeviceType::kCpu ? host_peak_bytes() - baseline_ : static_cast<int64_t>(d.peak_bytes());
+  const int64_t peak =
+      d.type() == DeviceType::kCpu ? host_peak_bytes() - baseline_ : static_cast<int64_t>(d.peak_bytes());
   run_peak_ = std::max(run_peak_, peak);
   return peak;
 }
@@ -105,8 +106,8 @@ void StepLog::write(const StepResult& r, int64_t epoch, double samples_per_s, in
 
 std::string peak_summary(const TrainingSession& s, int64_t measured) {
   const int64_t planned = planned_memory(s.graph()).total(s.accumulation_steps());
-  return str_cat("memory: planned peak ", mib_text(planned), " (", planned, " bytes), measured peak ", mib_text(measured),
-                 " (", measured, " bytes)");
+  return str_cat("memory: planned peak ", mib_text(planned), " (", planned, " bytes), measured peak ",
+                 mib_text(measured), " (", measured, " bytes)");
 }
 
 }  // namespace otter

@@ -53,7 +53,8 @@ struct TrainRun {
   int64_t recomputed = 0;  // nodes named *.recompute
 };
 
-TrainRun train(const std::string& path, const std::string& data, Precision p, RecomputePolicy policy, int64_t budget = 0) {
+TrainRun train(const std::string& path, const std::string& data, Precision p, RecomputePolicy policy,
+               int64_t budget = 0) {
   TrainingOptions o;
   o.batch_size = 8;
   o.pipeline.accum = 2;
@@ -109,18 +110,17 @@ TEST_P(RecomputeBitwise, ParametersAfterTwentyStepsEqualWithoutRecompute) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, RecomputeBitwise,
-    ::testing::Combine(::testing::Values(Case{"digits/mlp.onnx", "Relu", "digits/train.npz"},
-                                         Case{"digits/cnn.onnx", "Relu", "digits/train_img.npz"},
-                                         Case{"gpt/gpt.onnx", "Softmax", "gpt/count_train.npz"}),
-                       ::testing::Values(Precision::kFp32, Precision::kBf16)),
-    [](const auto& info) {
-      std::string m = std::get<0>(info.param).model;
-      m = m.substr(m.find('/') + 1);
-      m = m.substr(0, m.find('.'));
-      return m + "_" + enum_name(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Models, RecomputeBitwise,
+                         ::testing::Combine(::testing::Values(Case{"digits/mlp.onnx", "Relu", "digits/train.npz"},
+                                                              Case{"digits/cnn.onnx", "Relu", "digits/train_img.npz"},
+                                                              Case{"gpt/gpt.onnx", "Softmax", "gpt/count_train.npz"}),
+                                            ::testing::Values(Precision::kFp32, Precision::kBf16)),
+                         [](const auto& info) {
+                           std::string m = std::get<0>(info.param).model;
+                           m = m.substr(m.find('/') + 1);
+                           m = m.substr(0, m.find('.'));
+                           return m + "_" + enum_name(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace otter
