@@ -15,6 +15,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
+#include "passes/recompute.h"
 
 namespace otter {
 namespace {
@@ -152,8 +153,12 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   lora.dropout = 0.1;
   lora.seed = 7;
   expect_round_trip("lora", lora);
+  RecomputeOptions rc;
+  rc.policy = RecomputePolicy::kAuto;
+  rc.budget.bytes = 3 << 20;
+  expect_round_trip("recompute", rc);
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
-                        "memory-plan", "lora"})
+                        "memory-plan", "lora", "recompute"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";
