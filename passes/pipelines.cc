@@ -73,6 +73,7 @@ std::string gradient_pipeline(const TrainingPipelineOptions& o) {
     fixed.init = scale.init;
     text += "," + pass_text("loss-scale", fixed);
   }
+  if (o.recompute.policy != RecomputePolicy::kNone) text += "," + pass_text("recompute", o.recompute);
   return text;
 }
 
@@ -119,6 +120,12 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   if (scale.mode != LossScaleMode::kOff) {
     require(registry, "loss-scale", "loss scale " + enum_name(scale.mode));
     steps.push_back(pass_text("loss-scale", scale));
+  }
+  // Recomputation rewrites the backward graph's reads of forward values, before accumulation fuses
+  // the weight-gradient GEMMs (a GEMM reading a recomputed activation fuses the same way).
+  if (o.recompute.policy != RecomputePolicy::kNone) {
+    require(registry, "recompute", "recompute " + enum_name(o.recompute.policy));
+    steps.push_back(pass_text("recompute", o.recompute));
   }
   // Accumulators replace the gradient outputs (and fuse into weight-gradient GEMMs): after this the
   // micro-step program is complete and the optimizer reads the accumulators only.

@@ -16,6 +16,7 @@
 #include "passes/mixed_precision.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/recompute.h"
 
 namespace otter {
 
@@ -43,6 +44,7 @@ struct TrainingPipelineOptions {
   GlobList freeze;  // parameter name globs that are not trained (autodiff)
   BatchNormModeOptions batchnorm;  // BatchNorm as model.train() or on frozen statistics (batchnorm-mode)
   LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
+  RecomputeOptions recompute;  // activation recomputation (recompute pass): on unless policy none
   bool operator==(const TrainingPipelineOptions&) const = default;
 };
 

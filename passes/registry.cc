@@ -14,6 +14,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
+#include "passes/recompute.h"
 
 namespace otter {
 
@@ -28,6 +29,7 @@ void register_all_passes(PassRegistry& r) {
   r.add("mixed-precision", [] { return std::make_unique<MixedPrecisionPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });
   r.add("loss-scale", [] { return std::make_unique<LossScalePass>(); });
+  r.add("recompute", [] { return std::make_unique<RecomputePass>(); });
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
   r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
   r.add("hoist-weight-casts", [] { return std::make_unique<HoistWeightCastsPass>(); });

@@ -138,6 +138,18 @@ EvalResult Evaluator::run(const Dataset& data, int64_t batch, const std::map<std
 
 // ---- TrainingSession -----------------------------------------------------------------------------
 
+std::unique_ptr<Graph> build_training_graph(const std::string& model_path, const TrainingOptions& opts,
+                                            std::string* fingerprint) {
+  std::unique_ptr<Graph> graph = import_onnx_file(model_path);
+  Graph& g = *graph;
+  if (fingerprint) *fingerprint = model_fingerprint(g);
+  const LoraOptions* lora = opts.pipeline.lora.targets.empty() ? nullptr : &opts.pipeline.lora;
+  apply_initial_values(g, opts.init, opts.init_source, lora);
+  pin_batch(g, opts.batch_size);
+  run_pipeline(g, training_pipeline(opts.pipeline));
+  return graph;
+}
+
 std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& model_path, const TrainingOptions& opts) {
   OTTER_CHECK(opts.batch_size > 0, "batch size must be positive, got ", opts.batch_size);
   OTTER_CHECK(opts.eval_batch_size > 0, "evaluation batch size must be positive, got ", opts.eval_batch_size);
@@ -146,13 +158,8 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   s->model_path_ = model_path;
   s->pipeline_ = training_pipeline(opts.pipeline);
   s->device_ = &pick_device(opts.device, s->device_holder_);
-  s->graph_ = import_onnx_file(model_path);
+  s->graph_ = build_training_graph(model_path, opts, &s->fingerprint_);
   Graph& g = *s->graph_;
-  s->fingerprint_ = model_fingerprint(g);
-  const LoraOptions* lora = opts.pipeline.lora.targets.empty() ? nullptr : &opts.pipeline.lora;
-  apply_initial_values(g, opts.init, opts.init_source, lora);
-  pin_batch(g, opts.batch_size);
-  run_pipeline(g, s->pipeline_);
 
   // Persistent tensors move to the device once and stay there; the executors are fed them. On the
   // CPU they are the graph's own buffers (the session owns the graph; no second copy of the

@@ -85,6 +85,13 @@ class Evaluator {
   std::string labels_;
 };
 
+// The training graph a session runs: the model imported, the batch pinned to b, BatchNorm's mode and
+// the parameter selection applied, the training pipeline run (memory plan included). `fingerprint`
+// (or null) receives the model's fingerprint, as checkpoints record it. The budget planner
+// (runtime/memory_budget.h) plans on exactly this graph.
+std::unique_ptr<Graph> build_training_graph(const std::string& model_path, const TrainingOptions& opts,
+                                            std::string* fingerprint = nullptr);
+
 class TrainingSession {
  public:
   // Imports the model, pins the batch dimension of its inputs to b, runs the training pipeline and

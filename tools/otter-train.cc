@@ -27,6 +27,7 @@
 #include "runtime/training_session.h"
 #include "tools/cli.h"
 #include "tools/train_flags.h"
+#include "tools/train_memory.h"
 
 using namespace otter;
 using namespace otter::train_cli;
@@ -80,33 +81,6 @@ int cmd_predict(int argc, char** argv) {
 
 // ---- train and eval (flags: tools/train_flags.h) --------------------------------------------------
 
-// One JSON object per optimizer step (--log-json).
-class StepLog {
- public:
-  explicit StepLog(const std::string& path) {
-    if (path.empty()) return;
-    out_.open(path, std::ios::trunc);
-    if (!out_) fail("--log-json: cannot write '", path, "': ", std::strerror(errno));
-  }
-  void write(const StepResult& r, int64_t epoch, double samples_per_s) {
-    if (!out_.is_open()) return;
-    out_ << JsonObject()
-                .add("step", r.step)
-                .add("epoch", epoch)
-                .add("loss", r.loss)
-                .add("lr", static_cast<float>(r.lr))  // the float32 values the graph used
-                .add("loss_scale", static_cast<float>(r.loss_scale))
-                .add("skipped", r.skipped)
-                .add("samples_per_s", samples_per_s)
-                .str()
-         << "\n";
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
-
 // Progress between two printed lines.
 struct Interval {
   double loss_sum = 0, seconds = 0;
@@ -136,14 +110,16 @@ struct TrainLoop {
   int64_t log_every = 0;  // 0: one line per epoch
   NonFiniteMonitor* nonfinite = nullptr;
 
-  void run(TrainingSession& s, DataLoader& loader, StepLog& log) const {
+  void run(TrainingSession& s, DataLoader& loader, StepLog& log, StepPeak& peak) const {
     Interval iv;
     while (s.steps_taken() < total) {
       auto batch = loader.next();
+      peak.begin_step();
       auto t0 = std::chrono::steady_clock::now();
       StepResult r = s.train_step(batch);
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      log.write(r, loader.state().epoch, static_cast<double>(global) / std::max(secs, 1e-9));
+      const int64_t step_peak = peak.end_step(s.device());
+      log.write(r, loader.state().epoch, static_cast<double>(global) / std::max(secs, 1e-9), step_peak);
       if (nonfinite) nonfinite->observe(r);
       iv.loss_sum += r.loss;
       iv.seconds += secs;
@@ -199,6 +175,7 @@ int cmd_train(int argc, char** argv) {
   const int64_t log_every_flag = args.has("log-every") ? positive(args, "log-every", 1) : 0;
   TrainingOptions opts = read_training_flags(args);
   if (args.has("export-adapters") && !args.has("lora")) fail("train: --export-adapters needs --lora");
+  apply_memory_budget(args, model, opts);
 
   // The schedule's length needs the data: the session is made once the step count is known. The
   // arrays a data set must provide are those of the evaluation graph (model inputs and labels).
@@ -217,6 +194,7 @@ int cmd_train(int argc, char** argv) {
   std::optional<Dataset> eval;
   if (args.has("eval-data")) eval = Dataset::from_npz(args.get("eval-data"), inputs);
   StepLog log(args.get("log-json"));
+  StepPeak peak;
   auto session = TrainingSession::create(model, opts);
   if (args.has("resume")) loader.set_state(session->load(args.get("resume")));
   std::printf("training %s on %s: %" PRId64 " samples, %" PRId64 " steps of %" PRId64 " (K=%" PRId64
@@ -231,7 +209,7 @@ int cmd_train(int argc, char** argv) {
   NonFiniteMonitor nonfinite(parse_nonfinite_policy(args.get("on-nonfinite", "stop")), *session);
   loop.nonfinite = &nonfinite;
   const auto t_start = std::chrono::steady_clock::now();
-  loop.run(*session, loader, log);
+  loop.run(*session, loader, log, peak);
   double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   if (eval) {
     EvalResult e = session->evaluate(*eval);
@@ -241,6 +219,7 @@ int cmd_train(int argc, char** argv) {
   }
   std::printf("trained %" PRId64 " steps in %.2f s\n", session->steps_taken(), total_s);
   if (nonfinite.faulty_steps()) std::printf("warning: %s\n", nonfinite.summary(session->steps_taken()).c_str());
+  std::printf("%s\n", peak_summary(*session, peak.run_peak()).c_str());
   if (args.has("export")) {
     session->export_inference(args.get("export"));
     std::printf("wrote %s\n", args.get("export").c_str());
@@ -311,6 +290,7 @@ int cmd_grad(int argc, char** argv) {
   for (auto& f : lora_flags()) flags.push_back(f);
   flags.push_back({"seed", true, "seed of the LoRA adapters' A (default 0)", "S"});
   flags.push_back({"batch-size", true, "use the first B samples (default: every sample)", "B"});
+  flags.push_back(recompute_flag());
   flags.push_back({"device", true, "auto|cpu|cuda (default auto)", "DEVICE"});
   flags.push_back({"help", false, "show this help"});
   cli::Args args("otter-train grad", flags);
@@ -324,6 +304,8 @@ int cmd_grad(int argc, char** argv) {
   if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
   TrainingOptions init;
   read_lora_flags(args, args.get_int("seed", 0), p, &init);
+  read_recompute_flag(args, p);
+  if (p.recompute.policy == RecomputePolicy::kAuto) fail("grad: --recompute auto needs a budget (train --memory-budget)");
   std::unique_ptr<Device> cuda;
   Device& device = pick_device(args.get("device", "auto"), cuda);
 

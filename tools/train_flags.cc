@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "runtime/initial_values.h"
+#include "tools/train_memory.h"
 
 namespace otter::train_cli {
 
@@ -129,7 +130,9 @@ std::vector<cli::FlagSpec> train_flags() {
   std::vector<cli::FlagSpec> rest = {
       {"batch-size", true, "micro-batch b (default 32); a step takes K micro-batches", "B"},
       {"accum", true, "micro-batches per optimizer step, K (default 1): global batch K*b", "K"},
+      recompute_flag(),
   };
+  for (auto& b : budget_flags()) rest.push_back(b);
   for (auto& p : precision_flags()) rest.push_back(p);
   std::vector<cli::FlagSpec> more = {
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "NAME"},
@@ -210,6 +213,7 @@ TrainingOptions read_training_flags(const cli::Args& args) {
   o.batch_size = positive(args, "batch-size", 32);
   o.seed = args.get_int("seed", 0);
   read_lora_flags(args, o.seed, o.pipeline, &o);
+  read_recompute_flag(args, o.pipeline);
   o.device = args.get("device", "auto");
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '", o.device, "'");

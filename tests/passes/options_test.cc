@@ -16,6 +16,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
+#include "passes/recompute.h"
 
 namespace otter {
 namespace {
@@ -155,8 +156,12 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   lora.seed = 7;
   expect_round_trip("lora", lora);
   expect_round_trip("batchnorm-mode", BatchNormModeOptions{BatchNormMode::kFrozen});
+  RecomputeOptions rc;
+  rc.policy = RecomputePolicy::kAuto;
+  rc.budget.bytes = 3 << 20;
+  expect_round_trip("recompute", rc);
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
-                        "memory-plan", "lora", "batchnorm-mode"})
+                        "memory-plan", "lora", "batchnorm-mode", "recompute"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";
