@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "passes/add_loss.h"
+#include "passes/all_reduce.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
 #include "passes/mixed_precision.h"
@@ -41,6 +42,7 @@ struct TrainingPipelineOptions {
   OptimizerOptions optimizer;
   GlobList freeze;  // parameter name globs that are not trained (autodiff)
   LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
+  AllReduceOptions all_reduce;  // data parallelism (all-reduce pass): on when all_reduce.world > 1
   bool operator==(const TrainingPipelineOptions&) const = default;
 };
 
