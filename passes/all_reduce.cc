@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "passes/backward_seed.h"
 
 namespace otter {
 
@@ -80,7 +81,7 @@ AllReduceStats all_reduce_gradients(Graph& g, const AllReduceOptions& o) {
     for (Value* acc : bucket) names.push_back(g.unique_name(acc->name() + ".reduced"));
     Node* n = g.add_node("AllReduce", bucket, names, kOtterDomain, first_apply);
     n->set_program(Program::kApply);
-    n->set_attr("op", Attribute(std::string("avg")));
+    n->set_attr("op", Attribute(std::string("sum")));  // of gradients each seeded with S/(N*K)
     n->set_attr("world", Attribute(o.world));
     infer_node(*n);
     reducers.insert(n);
@@ -98,6 +99,9 @@ AllReduceStats all_reduce_gradients(Graph& g, const AllReduceOptions& o) {
   g.opset_imports.emplace(kOtterDomain, 1);
   g.memory_plans.clear();
   g.metadata[kRanksKey] = std::to_string(o.world);
+  // Each rank's gradients are 1/N of its share of the global mean: the sum over ranks is the mean
+  // over all N*K micro-batches, with the scale (and the overflow) of one process with N*K.
+  update_backward_seed(g, "all-reduce");
   return st;
 }
 

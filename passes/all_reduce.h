@@ -6,10 +6,13 @@
 // `all-reduce{world=N,bucket=BYTES}`. Needs: optimizer (the apply program reads the accumulators
 // Graph::gradients names). Does: groups the accumulators, in parameter order, into buckets of at
 // least BYTES (the last one smaller; at most 256 tensors each) and puts one
-//   %a.grad.acc.reduced, ... = ai.otter.AllReduce(%a.grad.acc, ...) {op=avg, world=N}
+//   %a.grad.acc.reduced, ... = ai.otter.AllReduce(%a.grad.acc, ...) {op=sum, world=N}
 // per bucket before the first node of the apply program; every apply-program use of an accumulator
-// then reads its reduced value. The reduction is in place (each output is its input's buffer), so
-// the accumulators themselves hold the averaged gradients after the step. Records N in the
+// then reads its reduced value. The backward seed becomes S/(N*K) (passes/backward_seed.h), so
+// the sum over ranks is the mean over the N*K micro-batches of the global batch, and each rank's
+// half-precision backward runs at the scale of one process with --accum N*K (the same overflows).
+// The reduction is in place (each output is its input's buffer), so the accumulators themselves
+// hold the reduced gradients after the step. Records N in the
 // graph (data_parallel_ranks()); counters: buckets, tensors, bytes_per_step (what each rank
 // sends into the all-reduce per optimizer step).
 // Does not: shard the data (the runtime gives each rank its micro-batches), touch the micro-step
@@ -17,7 +20,7 @@
 // engine (the kernels use the communicator of kernels/collective.h: MPI on the host, NCCL on CUDA).
 //
 //   before: %found.finite = ai.otter.AllFinite(%w.grad.acc, %b.grad.acc)
-//   after:  %w.grad.acc.reduced, %b.grad.acc.reduced = ai.otter.AllReduce(%w.grad.acc, %b.grad.acc) {op=avg,world=2}
+//   after:  %w.grad.acc.reduced, %b.grad.acc.reduced = ai.otter.AllReduce(%w.grad.acc, %b.grad.acc) {op=sum,world=2}
 //           %found.finite = ai.otter.AllFinite(%w.grad.acc.reduced, %b.grad.acc.reduced)
 #pragma once
 

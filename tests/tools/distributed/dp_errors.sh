@@ -33,9 +33,9 @@ cat > "$dir/mismatch.sh" <<EOS
 lr=0.01; [ "\$OMPI_COMM_WORLD_RANK" = 1 ] && lr=0.02
 exec "$bin" ${common[*]} --steps 5 --lr \$lr
 EOS
-expect "ranks with different flags" "differ across ranks" run_mpi 2 bash "$dir/mismatch.sh"
+expect "ranks with different flags" "differ across ranks" bash "$here/run_mpi.sh" 2 bash "$dir/mismatch.sh"
 expect "data smaller than N*K*b" "fewer than one global batch of N\*K\*b = 2\*2\*1000" \
-  run_mpi 2 "$bin" train "$model" --data "$data" --device cpu --batch-size 1000 --accum 2 --steps 1
+  bash "$here/run_mpi.sh" 2 "$bin" train "$model" --data "$data" --device cpu --batch-size 1000 --accum 2 --steps 1
 # Rank 1 stops (SIGSTOP) a second after it started; rank 0 waits for it in a collective until the
 # deadline, then the job ends.
 cat > "$dir/stall.sh" <<EOS
@@ -47,7 +47,7 @@ trap 'kill -KILL \$pid 2>/dev/null; exit 1' TERM INT HUP
 if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 1; kill -STOP \$pid; fi
 wait \$pid
 EOS
-expect "a rank that stops answering" "timed out after 3 s" run_mpi 2 bash "$dir/stall.sh"
+expect "a rank that stops answering" "timed out after 3 s" bash "$here/run_mpi.sh" 2 bash "$dir/stall.sh"
 # The stopped rank, should the launcher have left it behind.
 [ -f "$dir/pids" ] && while read -r p; do kill -KILL "$p" 2> /dev/null; done < "$dir/pids"
 exit $status
