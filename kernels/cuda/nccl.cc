@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "graph/error.h"
+#include "graph/op_table.h"
 #include "kernels/collective.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
