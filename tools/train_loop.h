@@ -50,7 +50,7 @@ std::vector<cli::FlagSpec> distributed_flags();
 // ranks, sets the all-reduce pass's options. On ranks other than 0, standard output goes to
 // /dev/null from here on: rank 0 alone prints (errors still reach standard error, with the rank).
 DistributedInfo join_job(const cli::Args& args, TrainingOptions& o);
-// Fails unless a global batch of N*K*b samples fits the data set at least once.
+// With N > 1 ranks, fails unless a global batch of N*K*b samples fits the data set at least once.
 void check_global_batch(const DistributedInfo& d, const TrainingOptions& o, int64_t samples, const std::string& path);
 
 }  // namespace otter
