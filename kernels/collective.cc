@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "graph/error.h"
+#include "kernels/kernel.h"
 
 namespace otter {
 
@@ -33,6 +34,22 @@ std::shared_ptr<Communicator> make_device_communicator(Communicator&, Device&) {
        "the CUDA toolkit ships nccl.h), or train with --device cpu");
 }
 #endif
+
+void run_all_reduce(KernelContext& ctx, bool on_host) {
+  const Node& n = ctx.node();
+  const std::string op = n.attr_s("op", "avg");
+  if (op != "avg" && op != "sum") ctx.error("op must be avg or sum, got '" + op + "'");
+  Communicator& comm = communicator_for(on_host, static_cast<int>(n.attr_i("world", 1)), n.describe());
+  std::vector<Tensor> views;
+  views.reserve(ctx.num_inputs());
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    views.push_back(ctx.input(i));
+    if (ctx.has_output(i)) ctx.alias_output(i, views.back(), views.back().dims());
+  }
+  std::vector<Tensor*> ptrs;
+  for (Tensor& t : views) ptrs.push_back(&t);
+  comm.all_reduce(ptrs, op == "avg" ? ReduceOp::kAvg : ReduceOp::kSum);
+}
 
 void host_scale(DataType t, void* data, int64_t n, double factor) {
   if (t == DataType::kFloat32) {

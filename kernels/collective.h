@@ -73,6 +73,11 @@ Communicator& communicator_for(bool on_host, int expected_size, const std::strin
 class Device;
 std::shared_ptr<Communicator> make_device_communicator(Communicator& host, Device& device);
 
+// The body of the ai.otter.AllReduce kernels {op=avg|sum, world=N}: each output becomes its input's
+// buffer, reduced in place over the ranks by the host (or device) communicator.
+class KernelContext;
+void run_all_reduce(KernelContext& ctx, bool on_host);
+
 // Multiplies the `n` float32 or float64 elements at `data` by `factor` (the mean after a sum).
 void host_scale(DataType t, void* data, int64_t n, double factor);
 

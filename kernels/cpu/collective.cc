@@ -10,22 +10,7 @@ namespace {
 
 // AllReduce(x0, ..., xn) {op=avg|sum, world=N} -> y0, ..., yn: yi is xi's buffer, now holding the
 // mean (or sum) of xi over the N ranks.
-void all_reduce_kernel(KernelContext& ctx) {
-  const Node& n = ctx.node();
-  const std::string op = n.attr_s("op", "avg");
-  if (op != "avg" && op != "sum") ctx.error("op must be avg or sum, got '" + op + "'");
-  const int world_size = static_cast<int>(n.attr_i("world", 1));
-  Communicator& comm = communicator_for(/*on_host=*/true, world_size, n.describe());
-  std::vector<Tensor> views;
-  views.reserve(ctx.num_inputs());
-  for (int i = 0; i < ctx.num_inputs(); ++i) {
-    views.push_back(ctx.input(i));
-    if (ctx.has_output(i)) ctx.alias_output(i, views.back(), views.back().dims());
-  }
-  std::vector<Tensor*> ptrs;
-  for (Tensor& t : views) ptrs.push_back(&t);
-  comm.all_reduce(ptrs, op == "avg" ? ReduceOp::kAvg : ReduceOp::kSum);
-}
+void all_reduce_kernel(KernelContext& ctx) { run_all_reduce(ctx, /*on_host=*/true); }
 
 }  // namespace
 

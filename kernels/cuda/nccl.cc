@@ -140,20 +140,7 @@ class NcclCommunicator : public Communicator {
 // AllReduce on CUDA tensors: in place, through the job's device communicator.
 class AllReduceKernel : public Kernel {
  public:
-  void run(KernelContext& ctx) override {
-    const Node& n = ctx.node();
-    const std::string op = n.attr_s("op", "avg");
-    if (op != "avg" && op != "sum") ctx.error("op must be avg or sum, got '" + op + "'");
-    Communicator& comm = communicator_for(/*on_host=*/false, static_cast<int>(n.attr_i("world", 1)), n.describe());
-    std::vector<Tensor> views;
-    for (int i = 0; i < ctx.num_inputs(); ++i) {
-      views.push_back(ctx.input(i));
-      if (ctx.has_output(i)) ctx.alias_output(i, views.back(), views.back().dims());
-    }
-    std::vector<Tensor*> ptrs;
-    for (Tensor& t : views) ptrs.push_back(&t);
-    comm.all_reduce(ptrs, op == "avg" ? ReduceOp::kAvg : ReduceOp::kSum);
-  }
+  void run(KernelContext& ctx) override { run_all_reduce(ctx, /*on_host=*/false); }
 };
 
 }  // namespace
