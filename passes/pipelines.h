@@ -11,6 +11,7 @@
 
 #include "passes/add_loss.h"
 #include "passes/batchnorm_mode.h"
+#include "passes/all_reduce.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
 #include "passes/mixed_precision.h"
@@ -45,6 +46,7 @@ struct TrainingPipelineOptions {
   BatchNormModeOptions batchnorm;  // BatchNorm as model.train() or on frozen statistics (batchnorm-mode)
   LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
   RecomputeOptions recompute;  // activation recomputation (recompute pass): on unless policy none
+  AllReduceOptions all_reduce;  // data parallelism (all-reduce pass): on when all_reduce.world > 1
   bool operator==(const TrainingPipelineOptions&) const = default;
 };
 

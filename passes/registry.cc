@@ -1,5 +1,6 @@
 // The one place every built-in pass and named pipeline is registered.
 #include "passes/add_loss.h"
+#include "passes/all_reduce.h"
 #include "passes/autodiff.h"
 #include "passes/canonicalize.h"
 #include "passes/cast_elimination.h"
@@ -32,6 +33,7 @@ void register_all_passes(PassRegistry& r) {
   r.add("recompute", [] { return std::make_unique<RecomputePass>(); });
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
   r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
+  r.add("all-reduce", [] { return std::make_unique<AllReducePass>(); });
   r.add("hoist-weight-casts", [] { return std::make_unique<HoistWeightCastsPass>(); });
   r.add("cast-elimination", [] { return std::make_unique<CastEliminationPass>(); });
   // Last: it plans the final graph's buffers; any later rewrite would invalidate the plan.

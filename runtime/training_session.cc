@@ -10,6 +10,7 @@
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
 #include "passes/mixed_precision.h"
+#include "passes/all_reduce.h"
 #include "passes/batchnorm_mode.h"
 #include "runtime/constant_eval.h"
 #include "runtime/initial_values.h"
@@ -181,6 +182,7 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   // What the runtime needs of the graph, as the passes recorded it.
   const TrainingFacts facts = g.training_facts();
   s->accum_ = facts.accumulation_steps;
+  s->ranks_ = otter::data_parallel_ranks(g);  // passes/all_reduce.h
   s->loss_name_ = fact_value(g, facts.loss, "loss", "autodiff");
   s->lr_name_ = fact_value(g, facts.learning_rate, "learning rate", "optimizer");
   s->finite_name_ = fact_value(g, facts.finite, "finite flag", "optimizer");
@@ -193,6 +195,7 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   s->micro_ = std::make_unique<Executor>(g, eo);
   eo.program = Program::kApply;
   s->apply_ = std::make_unique<Executor>(g, eo);
+  s->join_data_parallel_job();
   return s;
 }
 
@@ -270,6 +273,7 @@ StepResult TrainingSession::apply() {
   StepResult r;
   for (int64_t k = 0; k < k_steps; ++k) r.loss += metrics[k].get_as_double(0);
   r.loss /= static_cast<double>(k_steps);
+  if (ranks_ > 1) r.loss = mean_over_ranks(r.loss);  // the global batch's mean, as one process reports it
   r.lr = metrics[k_steps].get_as_double(0);
   r.skipped = metrics[k_steps + 1].get_as_double(0) == 0;
   if (!scale_name_.empty()) r.loss_scale = metrics[k_steps + 2].get_as_double(0);
@@ -278,6 +282,7 @@ StepResult TrainingSession::apply() {
 }
 
 EvalResult TrainingSession::evaluate(const Dataset& data) {
+  if (ranks_ > 1) return evaluate_shard(data);
   if (!evaluator_) evaluator_ = std::make_unique<Evaluator>(model_path_, opts_.pipeline.loss, *device_, &opts_.pipeline.lora);
   std::map<std::string, Tensor> weights = state_;
   weights.insert(fixed_.begin(), fixed_.end());  // frozen weights given initial values

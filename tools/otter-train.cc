@@ -27,6 +27,7 @@
 #include "runtime/training_session.h"
 #include "tools/cli.h"
 #include "tools/train_flags.h"
+#include "tools/train_loop.h"
 #include "tools/train_memory.h"
 
 using namespace otter;
@@ -81,69 +82,6 @@ int cmd_predict(int argc, char** argv) {
 
 // ---- train and eval (flags: tools/train_flags.h) --------------------------------------------------
 
-// Progress between two printed lines.
-struct Interval {
-  double loss_sum = 0, seconds = 0;
-  int64_t steps = 0, samples = 0, skipped = 0;
-};
-
-void print_progress(const std::string& where, const StepResult& last, const Interval& iv, TrainingSession& s,
-                    const Dataset* eval) {
-  std::printf("%s  step %" PRId64 "  loss %.4f  lr %.3g  %.0f samples/s", where.c_str(), last.step,
-              iv.loss_sum / std::max<int64_t>(iv.steps, 1), last.lr, iv.samples / std::max(iv.seconds, 1e-9));
-  if (last.loss_scale != 1) std::printf("  scale %g", last.loss_scale);
-  if (iv.skipped) std::printf("  skipped %" PRId64, iv.skipped);
-  if (eval) {
-    EvalResult e = s.evaluate(*eval);
-    std::printf("  eval loss %.4f", e.loss);
-    if (e.has_accuracy) std::printf("  eval accuracy %.2f%%", 100 * e.accuracy);
-  }
-  std::printf("\n");
-  std::fflush(stdout);
-}
-
-// The training loop: steps until `total`, progress lines, per-step JSON, checkpoints at epoch ends.
-struct TrainLoop {
-  int64_t total, per_epoch, epochs, global;
-  std::string save_dir;   // empty: no checkpoints
-  const Dataset* eval;    // null: no evaluation
-  int64_t log_every = 0;  // 0: one line per epoch
-  NonFiniteMonitor* nonfinite = nullptr;
-
-  void run(TrainingSession& s, DataLoader& loader, StepLog& log, StepPeak& peak) const {
-    Interval iv;
-    while (s.steps_taken() < total) {
-      auto batch = loader.next();
-      peak.begin_step();
-      auto t0 = std::chrono::steady_clock::now();
-      StepResult r = s.train_step(batch);
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const int64_t step_peak = peak.end_step(s.device());
-      log.write(r, loader.state().epoch, static_cast<double>(global) / std::max(secs, 1e-9), step_peak);
-      if (nonfinite) nonfinite->observe(r);
-      iv.loss_sum += r.loss;
-      iv.seconds += secs;
-      iv.samples += global;
-      iv.skipped += r.skipped;
-      ++iv.steps;
-      const bool epoch_end = loader.state().position == per_epoch, done = r.step == total;
-      if (log_every ? r.step % log_every == 0 || done : epoch_end) {
-        std::string where = log_every ? "train" : str_cat("epoch ", loader.state().epoch + 1, "/", epochs);
-        print_progress(where, r, iv, s, eval);
-        iv = Interval();
-      }
-      if (!save_dir.empty() && (epoch_end || done)) s.save(save_dir, loader.state());
-    }
-  }
-};
-
-const char* kTrainUsage =
-    "usage: otter-train train MODEL.onnx --data TRAIN.npz [options]\n"
-    "\n"
-    "Trains MODEL.onnx: each optimizer step takes K micro-batches of b samples (--accum, --batch-size),\n"
-    "the last partial global batch of an epoch is dropped, samples are shuffled per epoch unless\n"
-    "--no-shuffle. Prints one line per epoch (or per --log-every steps).\n";
-
 // How many parameters the session trains, and which float initializers of the model it leaves
 // alone (--freeze, BatchNorm running statistics, initializers that reach no output).
 void print_parameter_selection(const std::string& model, const TrainingSession& s) {
@@ -176,13 +114,17 @@ int cmd_train(int argc, char** argv) {
   TrainingOptions opts = read_training_flags(args);
   if (args.has("export-adapters") && !args.has("lora")) fail("train: --export-adapters needs --lora");
   apply_memory_budget(args, model, opts);
+  // Under mpirun: N ranks, each taking K*b samples of every global batch of N*K*b (train_loop.h).
+  const DistributedInfo dist = join_job(args, opts);
+  const bool lead = dist.rank == 0;  // writes the log, checkpoints and exports
 
   // The schedule's length needs the data: the session is made once the step count is known. The
   // arrays a data set must provide are those of the evaluation graph (model inputs and labels).
   Evaluator probe(model, opts.pipeline.loss, cpu_device());
   const std::vector<const Value*> inputs = probe.data_inputs();
   Dataset train = Dataset::from_npz(data_path, inputs);
-  const int64_t global = opts.batch_size * opts.pipeline.accum;
+  check_global_batch(dist, opts, train.size(), data_path);
+  const int64_t global = opts.batch_size * opts.pipeline.accum * dist.size;
   DataLoader loader(train, global, !args.has("no-shuffle"), static_cast<uint64_t>(opts.seed));
   const int64_t per_epoch = loader.batches_per_epoch();
   const int64_t total = steps_flag ? steps_flag : epochs * per_epoch;
@@ -193,18 +135,20 @@ int cmd_train(int argc, char** argv) {
   }
   std::optional<Dataset> eval;
   if (args.has("eval-data")) eval = Dataset::from_npz(args.get("eval-data"), inputs);
-  StepLog log(args.get("log-json"));
+  StepLog log(lead ? args.get("log-json") : "");
   StepPeak peak;
   auto session = TrainingSession::create(model, opts);
   if (args.has("resume")) loader.set_state(session->load(args.get("resume")));
-  std::printf("training %s on %s: %" PRId64 " samples, %" PRId64 " steps of %" PRId64 " (K=%" PRId64
+  std::printf("training %s on %s: %" PRId64 " samples, %" PRId64 " steps of %" PRId64 " (%sK=%" PRId64
               " x b=%" PRId64 "), %" PRId64 " steps per epoch, device %s\n",
-              model.c_str(), data_path.c_str(), train.size(), total, global, opts.pipeline.accum, opts.batch_size,
-              per_epoch, session->device().describe().c_str());
+              model.c_str(), data_path.c_str(), train.size(), total, global,
+              dist.size > 1 ? str_cat("N=", dist.size, " ranks x ").c_str() : "", opts.pipeline.accum,
+              opts.batch_size, per_epoch, session->device().describe().c_str());
   if (session->steps_taken() >= total) std::printf("the checkpoint has already taken %" PRId64 " steps\n", total);
   print_parameter_selection(model, *session);
 
-  TrainLoop loop{total, per_epoch, epochs, global, args.get("save"), eval ? &*eval : nullptr};
+  TrainLoop loop{total, per_epoch, epochs, global, lead ? args.get("save") : "", eval ? &*eval : nullptr};
+  loop.dist = dist;
   loop.log_every = log_every_flag ? log_every_flag : steps_flag ? std::max<int64_t>(1, total / 10) : 0;
   NonFiniteMonitor nonfinite(parse_nonfinite_policy(args.get("on-nonfinite", "stop")), *session);
   loop.nonfinite = &nonfinite;
@@ -220,11 +164,11 @@ int cmd_train(int argc, char** argv) {
   std::printf("trained %" PRId64 " steps in %.2f s\n", session->steps_taken(), total_s);
   if (nonfinite.faulty_steps()) std::printf("warning: %s\n", nonfinite.summary(session->steps_taken()).c_str());
   std::printf("%s\n", peak_summary(*session, peak.run_peak()).c_str());
-  if (args.has("export")) {
+  if (args.has("export") && lead) {
     session->export_inference(args.get("export"));
     std::printf("wrote %s\n", args.get("export").c_str());
   }
-  if (args.has("export-adapters")) {
+  if (args.has("export-adapters") && lead) {
     write_npz(args.get("export-adapters"), session->adapters());
     std::printf("wrote %zu adapters to %s\n", session->adapters().size(), args.get("export-adapters").c_str());
   }
@@ -372,8 +316,16 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    return run(argc, argv);
+    const int rc = run(argc, argv);
+    finalize_distributed();
+    return rc;
   } catch (const std::exception& e) {
+    const DistributedInfo d = distributed_info();
+    if (d.size > 1) {
+      // One rank's error ends the job: the others would wait for it in the next collective.
+      std::cerr << "error (rank " << d.rank << " of " << d.size << "): " << e.what() << "\n";
+      abort_distributed(1);
+    }
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }

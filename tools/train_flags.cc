@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "runtime/initial_values.h"
+#include "tools/train_loop.h"
 #include "tools/train_memory.h"
 
 namespace otter::train_cli {
@@ -166,6 +167,7 @@ std::vector<cli::FlagSpec> train_flags() {
   f.insert(f.end(), rest.begin(), rest.end());
   f.insert(f.end(), more.begin(), more.end());
   for (auto& l : lora_flags()) f.push_back(l);
+  for (auto& d : distributed_flags()) f.push_back(d);
   return f;
 }
 

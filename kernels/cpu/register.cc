@@ -3,6 +3,8 @@
 
 namespace otter {
 
+void register_cpu_collective_kernels(KernelRegistry& r);  // collective.cc: AllReduce (kernels/collective.h)
+
 void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_elementwise_kernels(r);
   register_cpu_reduce_kernels(r);
@@ -13,6 +15,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_math_kernels(r);
   register_cpu_scan_kernels(r);
   register_cpu_train_kernels(r);
+  register_cpu_collective_kernels(r);
   register_cpu_elementwise_grad_kernels(r);
   register_cpu_conv_grad_kernels(r);
   register_cpu_nn_grad_kernels(r);

@@ -6,6 +6,7 @@
 
 #include "graph/error.h"
 #include "passes/add_loss.h"
+#include "passes/all_reduce.h"
 #include "passes/autodiff.h"
 #include "passes/batchnorm_mode.h"
 #include "passes/grad_accumulation.h"
@@ -160,8 +161,9 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   rc.policy = RecomputePolicy::kAuto;
   rc.budget.bytes = 3 << 20;
   expect_round_trip("recompute", rc);
+  expect_round_trip("all-reduce", AllReduceOptions{4, ByteSize{1 << 20}});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
-                        "memory-plan", "lora", "batchnorm-mode", "recompute"})
+                        "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";
@@ -278,6 +280,8 @@ TEST(PassOptions, TrainingPipelineOptionsReachThePassStructs) {
   o.optimizer.type = OptimizerType::kAdam;
   o.optimizer.clip_norm = 2;
   o.freeze = {"fc1.*"};
+  o.all_reduce.world = 2;
+  o.all_reduce.bucket = ByteSize{4096};
   PassManager pm;
   pm.add_pipeline(training_pipeline(o));
   std::map<std::string, const Pass*> by_name;
@@ -294,6 +298,7 @@ TEST(PassOptions, TrainingPipelineOptionsReachThePassStructs) {
   EXPECT_EQ(typed("grad-accumulation", GradAccumulationOptions{}).steps, 3);
   EXPECT_TRUE(typed("optimizer", OptimizerOptions{}) == o.optimizer);
   EXPECT_EQ(typed("autodiff", AutodiffOptions{}).freeze, o.freeze);
+  EXPECT_TRUE(typed("all-reduce", AllReduceOptions{}) == o.all_reduce);
   EXPECT_EQ(LossSpec::parse("model:total").value_name(), "total");
   EXPECT_EQ(LossSpec::parse("model:total").text(), "model:total");
   EXPECT_EQ(LossSpec::parse("ce").text(), "ce");
