@@ -23,7 +23,7 @@ void TrainingSession::join_data_parallel_job() {
   // The structure of the model, the whole pipeline (every pass option), b, K, the seed and the
   // initial values' source: a rank given another model or other flags stops every rank here.
   check_same_on_all_ranks(str_cat(fingerprint_, "|", pipeline_, "|b=", opts_.batch_size, "|seed=", opts_.seed,
-                                  "|batchnorm=", opts_.batchnorm, "|init=", opts_.init.size()),
+                                  "|batchnorm=", enum_name(opts_.pipeline.batchnorm.mode), "|init=", opts_.init.size()),
                           "the models or training flags");
 }
 

@@ -82,6 +82,13 @@ int cmd_predict(int argc, char** argv) {
 
 // ---- train and eval (flags: tools/train_flags.h) --------------------------------------------------
 
+const char* kTrainUsage =
+    "usage: otter-train train MODEL.onnx --data TRAIN.npz [options]\n"
+    "\n"
+    "Trains MODEL.onnx: each optimizer step takes K micro-batches of b samples (--accum, --batch-size),\n"
+    "the last partial global batch of an epoch is dropped, samples are shuffled per epoch unless\n"
+    "--no-shuffle. Prints one line per epoch (or per --log-every steps).\n";
+
 // How many parameters the session trains, and which float initializers of the model it leaves
 // alone (--freeze, BatchNorm running statistics, initializers that reach no output).
 void print_parameter_selection(const std::string& model, const TrainingSession& s) {
