@@ -1,7 +1,8 @@
 """The zoo's architectures (models/zoo/make_zoo.py): tiny configurations of torchvision and Hugging
 Face transformers models, a U-Net-like model and an LSTM language model.
 
-SPECS maps a name to {"build": fn} (and "eval_export": True for an eval-mode export); fn returns
+SPECS maps a name to {"build": fn} (and "eval_export": True for an eval-mode export, "ref": the
+reference's dtype when not float64); fn returns
 (module, inputs, labels, mp_inputs, mp_labels): the module returns the logits, `inputs` maps ONNX
 input names to a batch (2 samples; 4 images), mp_inputs to 4 such batches.
 """
@@ -47,9 +48,9 @@ def token_data(names=("input_ids",), vocab=VOCAB, seq=SEQ, low=0):
     return x, y, mx, my
 
 
-def vision(make):
+def vision(make, size=32):
     def build():
-        return (no_dropout(make()),) + image_data()
+        return (no_dropout(make()),) + image_data(size)
     return build
 
 
@@ -110,10 +111,6 @@ def squeezenet_small():
     m.classifier = nn.Sequential(nn.Identity(), nn.Conv2d(32, CLASSES, kernel_size=1), nn.ReLU(inplace=True),
                                  nn.AdaptiveAvgPool2d((1, 1)))
     return m
-
-
-def mnasnet_small():
-    return torchvision.models.MNASNet(alpha=0.1, num_classes=CLASSES, dropout=0.0)
 
 
 def vit_small():
@@ -229,6 +226,10 @@ def whisper():
 
 def wav2vec2():
     import transformers
+    from transformers.models.wav2vec2 import modeling_wav2vec2
+    # Its encoder asks whether it runs under FSDP, which imports torch.distributed.fsdp: that import
+    # fails on Debian's torch 1.13 with Python 3.11 (a dataclass with a mutable default). No FSDP here.
+    modeling_wav2vec2.is_fsdp_managed_module = lambda module: False
     cfg = transformers.Wav2Vec2Config(vocab_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                       intermediate_size=64, conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3),
                                       num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2,
@@ -238,7 +239,7 @@ def wav2vec2():
     cfg._attn_implementation = "eager"
     model = transformers.Wav2Vec2ForCTC(cfg)
     g = gen()
-    frames = 14  # 160 samples -> (160 - 10) / 5 + 1 = 31 -> (31 - 3) / 2 + 1 = 14
+    frames = 15  # 160 samples -> (160 - 10) / 5 + 1 = 31 -> (31 - 3) / 2 + 1 = 15
     return (Logits(model, ["input_values"]), {"input_values": torch.randn(B, 160, generator=g)},
             torch.randint(0, 16, (B, frames), generator=g), {"input_values": torch.randn(MP, 160, generator=g)},
             torch.randint(0, 16, (MP, frames), generator=g))
@@ -250,11 +251,8 @@ SPECS = {
     "efficientnet": {"build": vision(efficientnet_small)},
     "regnet": {"build": vision(regnet_small)},
     "convnext": {"build": vision(convnext_small)},
-    "densenet121s": {"build": vision(densenet_small)},
-    "densenet121s_eval": {"build": vision(densenet_small), "eval_export": True},
     "shufflenet_v2": {"build": vision(shufflenet_small)},
     "squeezenet": {"build": vision(squeezenet_small)},
-    "mnasnet": {"build": vision(mnasnet_small)},
     "vit": {"build": vision(vit_small)},
     "unet": {"build": unet},
     "lstm_lm": {"build": lstm_lm},
@@ -269,6 +267,12 @@ SPECS = {
                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                           max_position_embeddings=32, use_cache=False)},
     "t5": {"build": t5},
+    # PyTorch 1.13's float32 run gets the encoder Conv1d gradients about twice the float64 ones (not
+    # rounding; otter's float32 agrees with float64): tests/zoo/zoo_test.cc allows twice PyTorch's
+    # float32 distance only below 0.5, so this model is held to the plain tolerances.
     "whisper": {"build": whisper},
     "wav2vec2": {"build": wav2vec2},
+    # 64x64 images: at 32x32 the last BatchNorm normalises 4 numbers (1x1, 4 samples) per channel
+    "densenet121s": {"build": vision(densenet_small, 64)},
+    "densenet121s_eval": {"build": vision(densenet_small, 64), "eval_export": True},
 }
