@@ -22,8 +22,8 @@ std::string folded_batchnorm_warning(const Graph& g) {
   for (const Node* n : g.node_list()) {
     if (n->op_type() == "BatchNormalization") has_batchnorm = true;
     if (n->op_type() == "Conv" && exporter_named(n->input(1)))
-      folded.push_back(str_cat("'", n->name().empty() ? n->output(0)->name() : n->name(), "' (weight '",
-                               n->input(1)->name(), "')"));
+      folded.push_back(
+          str_cat("'", n->name().empty() ? n->output(0)->name() : n->name(), "' (weight '", n->input(1)->name(), "')"));
   }
   if (folded.empty()) return "";
   std::string names;

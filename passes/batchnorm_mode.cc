@@ -102,7 +102,8 @@ void own_statistics(Graph& g, Node* bn) {
     Value* v = bn->input(i);
     Value* root = v;
     std::vector<Node*> chain;
-    while (root && root->producer() && root->producer()->op_type() == "Identity" && root->producer()->domain().empty()) {
+    while (root && root->producer() && root->producer()->op_type() == "Identity" &&
+           root->producer()->domain().empty()) {
       chain.push_back(root->producer());
       root = root->producer()->input(0);
     }

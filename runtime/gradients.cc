@@ -61,7 +61,8 @@ std::vector<std::pair<std::string, Tensor>> GradientEvaluator::run(const std::ma
   out.emplace_back("loss", device_.to_host(outputs.at(loss_)));
   const double scale = graph_->loss_scale ? graph_->loss_scale->data().get_as_double(0) : 1.0;
   for (const auto& [param, grad] : graph_->gradients)
-    out.emplace_back("grad/" + param->name(), unscaled(device_.to_host(outputs.at(grad->name())), scale, param->name()));
+    out.emplace_back("grad/" + param->name(),
+                     unscaled(device_.to_host(outputs.at(grad->name())), scale, param->name()));
   return out;
 }
 

@@ -27,8 +27,8 @@ namespace otter {
 
 // How the evaluator builds its graph besides the pipeline options.
 struct GradientSetup {
-  int64_t batch = 0;                 // pins the batch dimension (0: left symbolic; BatchNorm in train mode needs it)
-  std::string batchnorm = "train";   // train | frozen, as TrainingOptions::batchnorm
+  int64_t batch = 0;                // pins the batch dimension (0: left symbolic; BatchNorm in train mode needs it)
+  std::string batchnorm = "train";  // train | frozen, as TrainingOptions::batchnorm
   // Initial values of initializers by name (runtime/initial_values.h), named `init_source` in errors.
   std::map<std::string, Tensor> init;
   std::string init_source = "initial values";

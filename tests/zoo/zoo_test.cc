@@ -35,9 +35,9 @@ namespace otter {
 namespace {
 
 const std::vector<std::string> kModels = {
-    "mobilenet_v2", "mobilenet_v3", "efficientnet", "regnet",  "convnext", "densenet121s", "densenet121s_eval",
-    "shufflenet_v2", "squeezenet",  "vit",          "unet",    "lstm_lm",  "bert",
-    "distilbert",    "roberta",     "gpt2",         "llama",   "t5",       "whisper",      "wav2vec2",
+    "mobilenet_v2",  "mobilenet_v3", "efficientnet", "regnet", "convnext", "densenet121s", "densenet121s_eval",
+    "shufflenet_v2", "squeezenet",   "vit",          "unet",   "lstm_lm",  "bert",         "distilbert",
+    "roberta",       "gpt2",         "llama",        "t5",     "whisper",  "wav2vec2",
 };
 
 // Models that fail today, and a text their error contains (the op otter does not have yet).
