@@ -110,10 +110,35 @@ void freeze_node(Graph& g, Node* n) {
   if (in_training_mode(*n)) rebuild(g, n, {""}, false);
 }
 
+// torch.onnx.export in eval mode deduplicates initializers with equal values: BatchNorms whose
+// running statistics were equal (all zeros and ones before training) share one initializer, and the
+// others read it through an Identity named after their own buffer. Each such BatchNorm gets its own
+// copy, under the Identity's name (PyTorch's buffer name), so that its statistics can be state.
+void own_statistics(Graph& g, Node* bn) {
+  for (int i : {3, 4}) {
+    Value* v = bn->input(i);
+    Value* root = v;
+    std::vector<Node*> chain;
+    while (root && root->producer() && root->producer()->op_type() == "Identity" &&
+           root->producer()->domain().empty()) {
+      chain.push_back(root->producer());
+      root = root->producer()->input(0);
+    }
+    if (chain.empty() || !root || root->kind() != ValueKind::kInitializer || v->uses().size() != 1) continue;
+    const std::string name = v->name();
+    Value* own = g.add_initializer(g.unique_name(name + ".own"), root->data().clone(), false);
+    bn->set_input(i, own);
+    g.remove_node(chain.front());
+    g.rename_value(own, name);
+  }
+}
+
 }  // namespace
 
 int64_t batchnorm_mode(Graph& g, bool train) {
   int64_t changed = 0;
+  for (Node* n : g.node_list())
+    if (n->domain().empty() && n->op_type() == "BatchNormalization") own_statistics(g, n);
   for (Node* n : g.node_list()) {
     if (!n->domain().empty() || n->op_type() != "BatchNormalization") continue;
     if (!statistic(n->input(3)) || !statistic(n->input(4))) continue;

@@ -9,7 +9,9 @@
 //   op blends the biased one; a Mul/Sub pair corrects it). It needs static input shapes (the
 //   session pins the batch). train=false (--batchnorm frozen) runs BatchNorm on the exported
 //   statistics, which stay constants. It runs before canonicalize, which must not fold statistics
-//   that become state. Counter: batchnorms.
+//   that become state. Statistics an eval-mode export shares between BatchNorms (equal
+//   initializers deduplicated, the others read through Identity nodes named after their buffers)
+//   become one initializer per BatchNorm first, under the Identity's name. Counter: batchnorms.
 //
 //   before (an eval-mode export): %y = BatchNormalization(%x, %s, %b, %mean, %var)
 //   after:  %y, %mean.new, %var.onnx = BatchNormalization(...) {training_mode=1}

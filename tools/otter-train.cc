@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "graph/export_check.h"
 #include "graph/onnx_io.h"
 #include "kernels/device.h"
 #include "kernels/kernel.h"
@@ -109,10 +110,17 @@ void print_parameter_selection(const std::string& model, const TrainingSession& 
   std::printf("\n");
 }
 
+// Warns on stderr when the model looks exported for inference rather than training (graph/export_check.h).
+void warn_about_export(const std::string& model) {
+  const std::string w = folded_batchnorm_warning(*import_onnx_file(model));
+  if (!w.empty()) std::fprintf(stderr, "warning: %s: %s\n", model.c_str(), w.c_str());
+}
+
 int cmd_train(int argc, char** argv) {
   cli::Args args("otter-train train", train_flags());
   if (!parse_command(args, argc, argv, kTrainUsage)) return 0;
   const std::string model = model_argument(args, "train");
+  warn_about_export(model);
   const std::string data_path = required(args, "train", "data", "TRAIN.npz");
   if (args.has("epochs") && args.has("steps")) fail("train: give --epochs or --steps, not both");
   const int64_t epochs = positive(args, "epochs", 1);
@@ -215,19 +223,11 @@ const char* kGradUsage =
     "\n"
     "One forward and backward pass (training mode) on the first batch: writes the loss and the\n"
     "gradient of every trainable parameter (frozen ones left out; with --lora only the adapters) as\n"
-    "'loss' and 'grad/<initializer>'.\n"
+    "'loss' and 'grad/<initializer>'. The parameters are those train trains: BatchNorm running\n"
+    "statistics and initializers that reach no output get no gradient, and BatchNorm uses the\n"
+    "batch statistics (as model.train()) unless --batchnorm frozen.\n"
     "The gradients are fp32 and unscaled also with --precision fp16|bf16 (fp16 scales the loss by\n"
     "--init-scale, or --loss-scale VALUE, 65536 by default, for the backward pass and divides it out).\n";
-
-// The first batch of a data file: its first --batch-size samples (every sample without the flag),
-// of the arrays named after the graph's inputs (checked against their types and shapes).
-std::map<std::string, Tensor> first_batch(const std::vector<const Value*>& inputs, const std::string& path,
-                                          const cli::Args& args) {
-  const int64_t batch = args.has("batch-size") ? positive(args, "batch-size", 1) : 0;
-  Dataset data = Dataset::from_npz(path, inputs);
-  if (batch == 0) return data.arrays();
-  return DataLoader(data, batch, /*shuffle=*/false, /*seed=*/0).next();
-}
 
 int cmd_grad(int argc, char** argv) {
   std::vector<cli::FlagSpec> flags = {
@@ -237,6 +237,8 @@ int cmd_grad(int argc, char** argv) {
   for (auto& l : loss_flags()) flags.push_back(l);
   flags.push_back({"freeze", true, "give no gradient to parameters matching this glob (comma-separated for several)",
                    "PATTERN"});
+  flags.push_back({"batchnorm", true, "train|frozen: BatchNorm as model.train() (default) or on the exported statistics",
+                   "MODE"});
   for (auto& f : precision_flags(/*interval=*/false)) flags.push_back(f);
   for (auto& f : lora_flags()) flags.push_back(f);
   flags.push_back({"seed", true, "seed of the LoRA adapters' A (default 0)", "S"});
@@ -247,6 +249,7 @@ int cmd_grad(int argc, char** argv) {
   cli::Args args("otter-train grad", flags);
   if (!parse_command(args, argc, argv, kGradUsage)) return 0;
   const std::string model = model_argument(args, "grad");
+  warn_about_export(model);
   const std::string data_path = required(args, "grad", "data", "D.npz");
   const std::string out_path = required(args, "grad", "out", "G.npz");
   TrainingPipelineOptions p;
@@ -260,8 +263,24 @@ int cmd_grad(int argc, char** argv) {
   std::unique_ptr<Device> cuda;
   Device& device = pick_device(args.get("device", "auto"), cuda);
 
-  GradientEvaluator ge(model, p, device, init.init, init.init_source);
-  auto out = ge.run(first_batch(ge.data_inputs(), data_path, args));
+  GradientSetup setup;
+  setup.batchnorm = args.get("batchnorm", "train");
+  if (setup.batchnorm != "train" && setup.batchnorm != "frozen")
+    fail("--batchnorm must be train or frozen, got '", setup.batchnorm, "'");
+  setup.init = init.init;
+  setup.init_source = init.init_source;
+
+  // The first batch: the first --batch-size samples (every sample without the flag) of the arrays
+  // named after the model inputs and labels. The graph is built for that batch size (pinned, as a
+  // training session pins it: BatchNorm in training mode needs static shapes).
+  const int64_t batch_flag = args.has("batch-size") ? positive(args, "batch-size", 1) : 0;
+  Evaluator probe(model, p.loss, cpu_device());
+  Dataset data = Dataset::from_npz(data_path, probe.data_inputs());
+  setup.batch = batch_flag ? batch_flag : data.size();
+  std::map<std::string, Tensor> batch =
+      batch_flag ? DataLoader(data, batch_flag, /*shuffle=*/false, /*seed=*/0).next() : data.arrays();
+  GradientEvaluator ge(model, p, device, setup);
+  auto out = ge.run(batch);
   write_npz(out_path, out);
   const size_t grads = out.size() - 1;
   std::printf("loss %.6g; wrote %zu parameter gradient%s to %s\n", out[0].second.get_as_double(0), grads,
