@@ -3,6 +3,8 @@
 
 namespace otter {
 
+void register_cpu_select_kernels(KernelRegistry& r);  // select.cc: TopK, NonZero, Compress, OneHot, EyeLike
+
 void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_elementwise_kernels(r);
   register_cpu_reduce_kernels(r);
@@ -12,6 +14,10 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_nn_kernels(r);
   register_cpu_math_kernels(r);
   register_cpu_scan_kernels(r);
+  register_cpu_gather_scatter_kernels(r);
+  register_cpu_normalize_kernels(r);
+  register_cpu_resize_kernels(r);
+  register_cpu_select_kernels(r);
   register_cpu_train_kernels(r);
   register_cpu_elementwise_grad_kernels(r);
   register_cpu_conv_grad_kernels(r);
