@@ -1,8 +1,8 @@
 // Op-table rows of the element- and tuple-indexed ops: GatherElements, ScatterElements {reduction},
-// GatherND {batch_dims} and ScatterND {reduction}, and the block moves DepthToSpace / SpaceToDepth. Gradients: a gather's data gradient is a
-// scatter-add of dY into zeros; a scatter's data gradient is dY with the overwritten positions
-// zeroed (or dY itself under reduction add) and its updates' gradient is the gather of dY.
-// Kernels: kernels/cpu/gather_scatter.cc, kernels/cuda/gather_scatter.cu.
+// GatherND {batch_dims} and ScatterND {reduction}, and the block moves DepthToSpace / SpaceToDepth. Gradients: a
+// gather's data gradient is a scatter-add of dY into zeros; a scatter's data gradient is dY with the overwritten
+// positions zeroed (or dY itself under reduction add) and its updates' gradient is the gather of dY. Kernels:
+// kernels/cpu/gather_scatter.cc, kernels/cuda/gather_scatter.cu.
 #include <algorithm>
 
 #include "graph/gradient.h"
@@ -112,18 +112,23 @@ InferFn infer_space_depth(bool to_space) {
     const int64_t b = ctx.node().attr_i("blocksize", 0);
     if (b < 1) ctx.error(str_cat("attribute 'blocksize' must be positive, got ", b));
     const std::string mode = ctx.node().attr_s("mode", "DCR");
-    if (to_space && mode != "DCR" && mode != "CRD") ctx.error("attribute 'mode' must be \"DCR\" or \"CRD\", got \"" + mode + "\"");
+    if (to_space && mode != "DCR" && mode != "CRD")
+      ctx.error("attribute 'mode' must be \"DCR\" or \"CRD\", got \"" + mode + "\"");
     if (!x.rank_known) return ctx.set_output(0, ctx.in_dtype(0), Shape::unknown());
     if (x.rank() != 4) ctx.error(str_cat(infer::input_desc(ctx, 0), " must be 4-D (N, C, H, W), got ", x.to_string()));
     auto div = [&](const Dim& d, int64_t k, const char* what) {
-      if (d.is_static() && d.value % k) ctx.error(str_cat("the ", what, " of ", x.to_string(), " are not divisible by ", k));
+      if (d.is_static() && d.value % k)
+        ctx.error(str_cat("the ", what, " of ", x.to_string(), " are not divisible by ", k));
       return d.is_static() ? Dim(d.value / k) : Dim();
     };
     auto mul = [](const Dim& d, int64_t k) { return d.is_static() ? Dim(d.value * k) : Dim(); };
     if (to_space)
-      ctx.set_output(0, ctx.in_dtype(0), Shape({x.dims[0], div(x.dims[1], b * b, "channels"), mul(x.dims[2], b), mul(x.dims[3], b)}));
+      ctx.set_output(0, ctx.in_dtype(0),
+                     Shape({x.dims[0], div(x.dims[1], b * b, "channels"), mul(x.dims[2], b), mul(x.dims[3], b)}));
     else
-      ctx.set_output(0, ctx.in_dtype(0), Shape({x.dims[0], mul(x.dims[1], b * b), div(x.dims[2], b, "rows"), div(x.dims[3], b, "columns")}));
+      ctx.set_output(
+          0, ctx.in_dtype(0),
+          Shape({x.dims[0], mul(x.dims[1], b * b), div(x.dims[2], b, "rows"), div(x.dims[3], b, "columns")}));
   };
 }
 

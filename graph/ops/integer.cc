@@ -40,10 +40,11 @@ void infer_bitshift(InferContext& ctx) {
   DataType t = ctx.in_dtype(0);
   if (infer::dtype_known(t) && t != DataType::kUInt8 && t != DataType::kUInt16 && t != DataType::kUInt32 &&
       t != DataType::kUInt64)
-    ctx.error(str_cat(infer::input_desc(ctx, 0), " must be an unsigned integer type (u8 u16 u32 u64), got ",
-                      dtype_name(t)));
+    ctx.error(
+        str_cat(infer::input_desc(ctx, 0), " must be an unsigned integer type (u8 u16 u32 u64), got ", dtype_name(t)));
   std::string dir = ctx.node().attr_s("direction", "");
-  if (dir != "LEFT" && dir != "RIGHT") ctx.error("attribute 'direction' must be \"LEFT\" or \"RIGHT\", got \"" + dir + "\"");
+  if (dir != "LEFT" && dir != "RIGHT")
+    ctx.error("attribute 'direction' must be \"LEFT\" or \"RIGHT\", got \"" + dir + "\"");
   ctx.set_output(0, t, broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
 }
 
@@ -87,8 +88,7 @@ void register_integer_ops(OpTable& t) {
       "X shifted by Y bits {direction: LEFT or RIGHT}, unsigned integers");
   add(t, "CastLike", 15, infer_castlike, P::kNone, grad_rule(grad_castlike),
       "converts X to the type of input 'target_type'");
-  add(t, "Hardmax", 13, infer_hardmax, P::kFollow, no_gradient(),
-      "1 at the first maximum along 'axis', 0 elsewhere");
+  add(t, "Hardmax", 13, infer_hardmax, P::kFollow, no_gradient(), "1 at the first maximum along 'axis', 0 elsewhere");
 }
 
 }  // namespace otter

@@ -24,7 +24,8 @@ void infer_instance_norm(InferContext& ctx) {
     ctx.error(str_cat(infer::input_desc(ctx, 0), " must have rank >= 3 (N, C, spatial...), got ", x.to_string()));
   for (int i = 1; i <= 2; ++i) {
     const Shape& s = ctx.in_shape(i);
-    if (s.rank_known && s.rank() != 1) ctx.error(str_cat(infer::input_desc(ctx, i), " must be 1-D [C], got ", s.to_string()));
+    if (s.rank_known && s.rank() != 1)
+      ctx.error(str_cat(infer::input_desc(ctx, i), " must be 1-D [C], got ", s.to_string()));
     if (s.rank_known && x.rank_known)
       infer::check_dims_match(ctx, s.dims[0], x.dims[1], str_cat(infer::input_desc(ctx, i), " and the channels of X"));
   }
@@ -83,7 +84,9 @@ void grad_mean_var(GradContext& c, const std::vector<int64_t>& axes, double eps,
   if (!affine) return;
   std::vector<int64_t> not_c = {0};
   for (int64_t i = 2; i < r; ++i) not_c.push_back(i);
-  auto channel_sum = [&](Value* v) { return c.emit("ReduceSum", {v, c.ints(not_c)}, {{"keepdims", Attribute(int64_t{0})}}); };
+  auto channel_sum = [&](Value* v) {
+    return c.emit("ReduceSum", {v, c.ints(not_c)}, {{"keepdims", Attribute(int64_t{0})}});
+  };
   if (c.needs_grad(1)) c.set_grad_input(1, channel_sum(c.emit("Mul", {dy, xhat})));
   if (c.needs_grad(2)) c.set_grad_input(2, channel_sum(dy));
 }

@@ -62,9 +62,12 @@ void infer_resize_grad(InferContext& ctx) {
   infer::check_float(ctx, 0);
   infer::check_type(ctx, 1, Types::kInt64);
   std::vector<Dim> dims;
-  if (auto d = infer::sym_data(ctx, 1)) dims = *d;
-  else if (auto n = infer::static_length(ctx, 1)) dims.assign(static_cast<size_t>(*n), Dim());
-  else return ctx.set_output(0, ctx.in_dtype(0), Shape::unknown());
+  if (auto d = infer::sym_data(ctx, 1))
+    dims = *d;
+  else if (auto n = infer::static_length(ctx, 1))
+    dims.assign(static_cast<size_t>(*n), Dim());
+  else
+    return ctx.set_output(0, ctx.in_dtype(0), Shape::unknown());
   ctx.set_output(0, ctx.in_dtype(0), Shape(dims));
 }
 

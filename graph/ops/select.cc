@@ -38,9 +38,9 @@ void infer_topk(InferContext& ctx) {
 // dX = ScatterElements(zeros, Indices, dValues) {axis, reduction add}.
 void grad_topk(GradContext& c) {
   if (c.grad_output(1)) c.unsupported("a gradient reaches TopK's Indices output");
-  c.set_grad_input(0, c.emit("ScatterElements", {c.zeros_like(c.input(0)), c.output(1), c.grad_output(0)},
-                             {{"axis", Attribute(c.node().attr_i("axis", -1))},
-                              {"reduction", Attribute(std::string("add"))}}));
+  c.set_grad_input(
+      0, c.emit("ScatterElements", {c.zeros_like(c.input(0)), c.output(1), c.grad_output(0)},
+                {{"axis", Attribute(c.node().attr_i("axis", -1))}, {"reduction", Attribute(std::string("add"))}}));
 }
 
 void infer_nonzero(InferContext& ctx) {
@@ -110,7 +110,8 @@ void register_select_ops(OpTable& t) {
   add(t, "NonZero", 13, infer_nonzero, no_gradient(), "int64 [rank, n] coordinates of the nonzero elements");
   add(t, "Compress", 11, infer_compress, not_differentiable(),
       "the slices along 'axis' (or elements of the flattened input) where condition is true");
-  add(t, "OneHot", 11, infer_onehot, not_differentiable(), "values[1] at each index along a new 'axis', values[0] elsewhere");
+  add(t, "OneHot", 11, infer_onehot, not_differentiable(),
+      "values[1] at each index along a new 'axis', values[0] elsewhere");
   add(t, "EyeLike", 9, infer_eyelike, no_gradient(), "ones on diagonal 'k' of a 2-D tensor of input's shape {dtype}");
 }
 

@@ -41,8 +41,8 @@ OTTER_HD int64_t elements_offset(const ElementsGeom& g, int64_t i, int64_t v) {
 
 // The geometry of data and indices dims around axis (possibly negative); "" or what is wrong.
 // With `same_extent` (ScatterElements) the indices may not be larger than data off the axis.
-inline std::string make_elements_geom(const std::vector<int64_t>& data, const std::vector<int64_t>& idx,
-                                      int64_t axis, ElementsGeom* g) {
+inline std::string make_elements_geom(const std::vector<int64_t>& data, const std::vector<int64_t>& idx, int64_t axis,
+                                      ElementsGeom* g) {
   const int64_t r = static_cast<int64_t>(data.size());
   if (r == 0) return "data must have rank >= 1";
   if (r > kMaxIndexRank) return "data has rank above 8";
@@ -132,11 +132,20 @@ OTTER_HD S scatter_combine(ScatterReduction r, S x, S u) {
   using C = std::remove_const_t<decltype(a)>;
   C v = a;
   switch (r) {
-    case ScatterReduction::kAdd: v = static_cast<C>(a + b); break;
-    case ScatterReduction::kMul: v = static_cast<C>(a * b); break;
-    case ScatterReduction::kMax: v = b > a ? b : a; break;
-    case ScatterReduction::kMin: v = b < a ? b : a; break;
-    case ScatterReduction::kNone: break;
+    case ScatterReduction::kAdd:
+      v = static_cast<C>(a + b);
+      break;
+    case ScatterReduction::kMul:
+      v = static_cast<C>(a * b);
+      break;
+    case ScatterReduction::kMax:
+      v = b > a ? b : a;
+      break;
+    case ScatterReduction::kMin:
+      v = b < a ? b : a;
+      break;
+    case ScatterReduction::kNone:
+      break;
   }
   return store_value<S>(v);
 }
@@ -181,12 +190,18 @@ inline std::string make_space_depth_geom(const std::vector<int64_t>& x, int64_t 
 
 // The reduction named by the attribute value; false when it is none of none/add/mul/max/min.
 inline bool parse_scatter_reduction(const std::string& s, ScatterReduction* r) {
-  if (s == "none") *r = ScatterReduction::kNone;
-  else if (s == "add") *r = ScatterReduction::kAdd;
-  else if (s == "mul") *r = ScatterReduction::kMul;
-  else if (s == "max") *r = ScatterReduction::kMax;
-  else if (s == "min") *r = ScatterReduction::kMin;
-  else return false;
+  if (s == "none")
+    *r = ScatterReduction::kNone;
+  else if (s == "add")
+    *r = ScatterReduction::kAdd;
+  else if (s == "mul")
+    *r = ScatterReduction::kMul;
+  else if (s == "max")
+    *r = ScatterReduction::kMax;
+  else if (s == "min")
+    *r = ScatterReduction::kMin;
+  else
+    return false;
   return true;
 }
 

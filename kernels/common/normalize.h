@@ -62,8 +62,8 @@ inline NormGeom make_norm_geom(const std::vector<int64_t>& dims, const std::vect
 
 // Normalises group g of x into y. scale / bias (may be null) are indexed by g % channels.
 template <typename S, typename P>
-OTTER_HD void normalize_group(const NormGeom& s, int64_t g, const S* x, S* y, NormMode mode, double eps,
-                              const P* scale, const P* bias, int64_t channels) {
+OTTER_HD void normalize_group(const NormGeom& s, int64_t g, const S* x, S* y, NormMode mode, double eps, const P* scale,
+                              const P* bias, int64_t channels) {
   double a = 0, b = 0;
   for (int64_t m = 0; m < s.members; ++m) {
     const double v = static_cast<double>(load_value(x[norm_offset(s, g, m)]));

@@ -45,14 +45,20 @@ OTTER_HD double resize_source(const ResizeGeom& g, int d, int64_t x, bool* outsi
   const double in = static_cast<double>(g.in[d]), s = g.scale[d], xr = static_cast<double>(x);
   const double out = s * in;  // the output length as the spec computes it (from scales or sizes)
   switch (g.coord) {
-    case ResizeCoord::kHalfPixel: return (xr + 0.5) / s - 0.5;
-    case ResizeCoord::kPytorchHalfPixel: return out > 1 ? (xr + 0.5) / s - 0.5 : -0.5;
-    case ResizeCoord::kAlignCorners: return out == 1 ? 0 : xr * (in - 1) / (out - 1);
-    case ResizeCoord::kAsymmetric: return xr / s;
-    case ResizeCoord::kTfHalfPixelForNn: return (xr + 0.5) / s;
+    case ResizeCoord::kHalfPixel:
+      return (xr + 0.5) / s - 0.5;
+    case ResizeCoord::kPytorchHalfPixel:
+      return out > 1 ? (xr + 0.5) / s - 0.5 : -0.5;
+    case ResizeCoord::kAlignCorners:
+      return out == 1 ? 0 : xr * (in - 1) / (out - 1);
+    case ResizeCoord::kAsymmetric:
+      return xr / s;
+    case ResizeCoord::kTfHalfPixelForNn:
+      return (xr + 0.5) / s;
     case ResizeCoord::kTfCropAndResize: {
       const double a = g.roi_start[d], b = g.roi_end[d];
-      const double v = out == 1 ? (b - a) * (in - 1) / 2 + a * (in - 1) : xr * (b - a) * (in - 1) / (out - 1) + a * (in - 1);
+      const double v =
+          out == 1 ? (b - a) * (in - 1) / 2 + a * (in - 1) : xr * (b - a) * (in - 1) / (out - 1) + a * (in - 1);
       if (v < 0 || v > in - 1) *outside = true;
       return v;
     }
@@ -72,10 +78,18 @@ OTTER_HD int resize_taps(const ResizeGeom& g, int d, int64_t x, int64_t* idx, do
     bool up = false;
     if (r != 0) {
       switch (g.nearest) {
-        case ResizeNearest::kRoundPreferFloor: up = r > 0.5; break;
-        case ResizeNearest::kRoundPreferCeil: up = r >= 0.5; break;
-        case ResizeNearest::kFloor: up = false; break;
-        case ResizeNearest::kCeil: up = true; break;
+        case ResizeNearest::kRoundPreferFloor:
+          up = r > 0.5;
+          break;
+        case ResizeNearest::kRoundPreferCeil:
+          up = r >= 0.5;
+          break;
+        case ResizeNearest::kFloor:
+          up = false;
+          break;
+        case ResizeNearest::kCeil:
+          up = true;
+          break;
       }
     }
     idx[0] = clamp(base + (up ? 1 : 0));
@@ -142,17 +156,21 @@ struct ResizeAttrs {
 
 // The geometry for input dims and the roi / scales / sizes inputs (empty when absent); "" or what
 // is wrong.
-inline std::string make_resize_geom(const ResizeAttrs& a, const std::vector<int64_t>& in, const std::vector<double>& roi,
-                                    const std::vector<double>& scales, const std::vector<int64_t>& sizes,
-                                    ResizeGeom* g) {
+inline std::string make_resize_geom(const ResizeAttrs& a, const std::vector<int64_t>& in,
+                                    const std::vector<double>& roi, const std::vector<double>& scales,
+                                    const std::vector<int64_t>& sizes, ResizeGeom* g) {
   const size_t r = in.size();
   if (r == 0 || r > kMaxResizeRank) return "input rank must be 1 to 8";
   g->rank = static_cast<int>(r);
-  if (a.mode == "nearest") g->mode = ResizeMode::kNearest;
-  else if (a.mode == "linear") g->mode = ResizeMode::kLinear;
-  else if (a.mode == "cubic") g->mode = ResizeMode::kCubic;
-  else return "attribute 'mode' must be nearest, linear or cubic, got '" + a.mode + "'";
-  static const char* kCoords[] = {"half_pixel",  "pytorch_half_pixel",   "align_corners",
+  if (a.mode == "nearest")
+    g->mode = ResizeMode::kNearest;
+  else if (a.mode == "linear")
+    g->mode = ResizeMode::kLinear;
+  else if (a.mode == "cubic")
+    g->mode = ResizeMode::kCubic;
+  else
+    return "attribute 'mode' must be nearest, linear or cubic, got '" + a.mode + "'";
+  static const char* kCoords[] = {"half_pixel", "pytorch_half_pixel",   "align_corners",
                                   "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"};
   int ci = -1;
   for (int i = 0; i < 6; ++i)

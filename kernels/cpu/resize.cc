@@ -61,9 +61,8 @@ class ResizeKernel : public Kernel {
           [&](int64_t b, int64_t e) {
             for (int64_t o = b; o < e; ++o) {
               double acc = 0;
-              const bool in = resize_visit(g, o, [&](int64_t off, double w) {
-                acc += w * static_cast<double>(load_value(px[off]));
-              });
+              const bool in = resize_visit(
+                  g, o, [&](int64_t off, double w) { acc += w * static_cast<double>(load_value(px[off])); });
               if (!in) acc = g.extrapolation;
               if constexpr (std::is_integral_v<S>) acc = std::nearbyint(acc);
               py[o] = store_value<S>(static_cast<compute_type<S>>(acc));

@@ -15,8 +15,7 @@ namespace {
 
 class TopKKernel : public Kernel {
  public:
-  explicit TopKKernel(const Node& n)
-      : axis_(n.attr_i("axis", -1)), largest_(n.attr_i("largest", 1) != 0) {}
+  explicit TopKKernel(const Node& n) : axis_(n.attr_i("axis", -1)), largest_(n.attr_i("largest", 1) != 0) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const std::vector<int64_t> kv = cpu::int_input(ctx, 1, "K");

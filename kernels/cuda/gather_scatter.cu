@@ -106,8 +106,10 @@ class ElementsKernel : public Kernel {
     const int64_t n = idx.numel();
     Tensor& out = ctx.allocate_output(0, x.dtype(), scatter_ ? x.dims() : idx.dims());
     auto with_index = [&](auto body) {
-      if (idx.dtype() == DataType::kInt64) body(static_cast<const int64_t*>(idx.raw()));
-      else body(static_cast<const int32_t*>(idx.raw()));
+      if (idx.dtype() == DataType::kInt64)
+        body(static_cast<const int64_t*>(idx.raw()));
+      else
+        body(static_cast<const int32_t*>(idx.raw()));
     };
     if (!scatter_) {
       if (n == 0) return;
@@ -128,9 +130,8 @@ class ElementsKernel : public Kernel {
       using S = typename decltype(tag)::type;
       if (n == 0) return;
       with_index([&](auto* ip) {
-        scatter_elements_kernel<<<1, 1, 0, dev.cuda_stream()>>>(g, n, ip, static_cast<const S*>(upd.raw()),
-                                                                 static_cast<S*>(out.raw()), red_, dev.error_slot(),
-                                                                 rep);
+        scatter_elements_kernel<<<1, 1, 0, dev.cuda_stream()>>>(
+            g, n, ip, static_cast<const S*>(upd.raw()), static_cast<S*>(out.raw()), red_, dev.error_slot(), rep);
         OTTER_CUDA_LAUNCH_CHECK();
       });
     });
@@ -181,7 +182,7 @@ class NdKernel : public Kernel {
       using S = typename decltype(tag)::type;
       if (tuples == 0) return;
       scatter_nd_kernel<<<1, 1, 0, dev.cuda_stream()>>>(g, tuples, ip, static_cast<const S*>(upd.raw()),
-                                                         static_cast<S*>(out.raw()), red_, dev.error_slot(), rep);
+                                                        static_cast<S*>(out.raw()), red_, dev.error_slot(), rep);
       OTTER_CUDA_LAUNCH_CHECK();
     });
   }
@@ -214,7 +215,7 @@ class SpaceDepthKernel : public Kernel {
     dispatch_bytes(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       space_depth_kernel<<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(g, n, static_cast<const T*>(x.raw()),
-                                                                      static_cast<T*>(out.raw()));
+                                                                     static_cast<T*>(out.raw()));
       OTTER_CUDA_LAUNCH_CHECK();
     });
   }

@@ -10,8 +10,8 @@ namespace otter::cuda {
 namespace {
 
 template <typename S>
-__global__ void normalize_kernel(NormGeom g, const S* x, S* y, NormMode mode, double eps, const S* scale,
-                                 const S* bias, int64_t channels) {
+__global__ void normalize_kernel(NormGeom g, const S* x, S* y, NormMode mode, double eps, const S* scale, const S* bias,
+                                 int64_t channels) {
   OTTER_GRID_STRIDE(k, g.groups) { normalize_group(g, k, x, y, mode, eps, scale, bias, channels); }
 }
 

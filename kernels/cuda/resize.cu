@@ -66,8 +66,8 @@ class ResizeKernel : public Kernel {
     if (n == 0) return;
     dispatch_numeric(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
-      resize_kernel<S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(g, n, static_cast<const S*>(x.raw()),
-                                                                   static_cast<S*>(y.raw()));
+      resize_kernel<S>
+          <<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(g, n, static_cast<const S*>(x.raw()), static_cast<S*>(y.raw()));
       OTTER_CUDA_LAUNCH_CHECK();
     });
   }

@@ -149,23 +149,28 @@ std::map<std::string, std::string> read_known_failures(const std::string& path) 
 // The reason a test lies outside the conformance count, or "" when it counts: sequence, optional,
 // map and string values, and the signal-processing ops (the only exclusions the count allows).
 std::string exclusion_reason(const onnx::ModelProto& m) {
-  static const std::set<std::string> kSignalOps = {"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow",
-                                                   "MelWeightMatrix"};
+  static const std::set<std::string> kSignalOps = {"DFT",           "STFT",           "HannWindow",
+                                                   "HammingWindow", "BlackmanWindow", "MelWeightMatrix"};
   auto value_reason = [](const onnx::ValueInfoProto& v) -> std::string {
     switch (v.type().value_case()) {
-      case onnx::TypeProto::kSequenceType: return "sequence values are outside otter's IR (tensors only)";
-      case onnx::TypeProto::kOptionalType: return "optional values are outside otter's IR (tensors only)";
-      case onnx::TypeProto::kMapType: return "map values are outside otter's IR (tensors only)";
+      case onnx::TypeProto::kSequenceType:
+        return "sequence values are outside otter's IR (tensors only)";
+      case onnx::TypeProto::kOptionalType:
+        return "optional values are outside otter's IR (tensors only)";
+      case onnx::TypeProto::kMapType:
+        return "map values are outside otter's IR (tensors only)";
       case onnx::TypeProto::kTensorType:
         if (v.type().tensor_type().elem_type() == onnx::TensorProto::STRING)
           return "string tensors are outside otter's types (a training runtime: numbers and bool)";
         return "";
-      default: return "";
+      default:
+        return "";
     }
   };
   for (const auto& n : m.graph().node())
     if (kSignalOps.count(n.op_type()))
-      return str_cat("signal-processing op ", n.op_type(), " (DFT, STFT, window functions, MelWeightMatrix) is out of scope");
+      return str_cat("signal-processing op ", n.op_type(),
+                     " (DFT, STFT, window functions, MelWeightMatrix) is out of scope");
   for (const auto* list : {&m.graph().input(), &m.graph().output()})
     for (const auto& v : *list)
       if (std::string r = value_reason(v); !r.empty()) return r;
@@ -184,7 +189,10 @@ std::string attribute_op(const std::string& name, const std::set<std::string>& o
       snake += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
     size_t pos = name.find(snake);
-    if (pos != std::string::npos && pos < best) { best = pos; op = o; }
+    if (pos != std::string::npos && pos < best) {
+      best = pos;
+      op = o;
+    }
   }
   return op;
 }
@@ -203,7 +211,8 @@ struct Report {
 
 void print_report(const Report& r, bool list_failures) {
   std::cout << std::left << std::setw(28) << "op" << std::right << std::setw(8) << "passed" << std::setw(8) << "failed"
-            << std::setw(10) << "excluded" << "\n";
+            << std::setw(10) << "excluded"
+            << "\n";
   for (const auto& [op, c] : r.per_op)
     std::cout << std::left << std::setw(28) << op << std::right << std::setw(8) << c.passed << std::setw(8) << c.failed
               << std::setw(10) << c.excluded << "\n";
@@ -234,10 +243,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-v") verbose = true;
-    else if (a == "--failures") list_failures = true;
+    else if (a == "--failures")
+      list_failures = true;
     else if (a == "--data" && i + 1 < argc) data_dir = argv[++i];
     else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
-    else { std::cerr << "usage: conformance [-v] [--failures] [--data DIR] [--filter SUBSTRING]\n"; return 2; }
+    else {
+      std::cerr << "usage: conformance [-v] [--failures] [--data DIR] [--filter SUBSTRING]\n";
+      return 2;
+    }
   }
   if (!fs::is_directory(data_dir)) {
     std::cerr << "error: " << data_dir << " not found (install Debian's libonnx-testdata)\n";
@@ -281,7 +294,8 @@ int main(int argc, char** argv) {
     if (verbose) std::cout << std::left << std::setw(60) << name << r.status << (r.detail.empty() ? "" : "  " + r.detail) << "\n";
   }
   for (const auto& [name, reason] : known)
-    if (!seen.count(name) && filter.empty()) rep.unexpected.push_back(name + ": listed in known_failures.txt but not found");
+    if (!seen.count(name) && filter.empty())
+      rep.unexpected.push_back(name + ": listed in known_failures.txt but not found");
   print_report(rep, list_failures);
   return rep.unexpected.empty() ? 0 : 1;
 }

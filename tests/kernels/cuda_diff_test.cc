@@ -533,8 +533,9 @@ std::vector<Case> ops2_cases() {
                   {{"axis", int64_t{1}}}));
   cs.push_back(mk("ScatterElements_none", "ScatterElements",
                   {T({3, 3}), vals(I32, {2, 3}, {1, 0, 2, 0, 2, 1}), T({2, 3})}, kMove));
-  cs.push_back(mk("ScatterElements_add", "ScatterElements", {T({3, 3}), vals(I64, {2, 3}, {1, 1, 2, 1, 1, 1}), T({2, 3})},
-                  kNum, {{"reduction", std::string("add")}}));
+  cs.push_back(mk("ScatterElements_add", "ScatterElements",
+                  {T({3, 3}), vals(I64, {2, 3}, {1, 1, 2, 1, 1, 1}), T({2, 3})}, kNum,
+                  {{"reduction", std::string("add")}}));
   cs.push_back(mk("GatherND_batch", "GatherND", {T({2, 3, 4}), vals(I64, {2, 1, 1}, {2, 0})}, kMove,
                   {{"batch_dims", int64_t{1}}}));
   cs.push_back(mk("ScatterND_mul", "ScatterND", {T({4, 3}), vals(I64, {3, 1}, {3, 1, 3}), T({3, 3})}, kNum,
@@ -547,11 +548,12 @@ std::vector<Case> ops2_cases() {
   cs.push_back(mk("LpNormalization_p1", "LpNormalization", {Tnz({3, 6})}, kF, {{"p", int64_t{1}}}));
   cs.push_back(mk("Resize_linear", "Resize", {T({1, 2, 3, 4}), of(F32, {0}), vals(F32, {4}, {1, 1, 2, 1.5})}, kNum,
                   {{"mode", std::string("linear")}}));
-  cs.push_back(mk("Resize_cubic_sizes", "Resize", {T({1, 2, 3, 4}), of(F32, {0}), of(F32, {0}), ints({1, 2, 5, 3})},
-                  kF, {{"mode", std::string("cubic")}}));
+  cs.push_back(mk("Resize_cubic_sizes", "Resize", {T({1, 2, 3, 4}), of(F32, {0}), of(F32, {0}), ints({1, 2, 5, 3})}, kF,
+                  {{"mode", std::string("cubic")}}));
   cs.push_back(mk("TopK_smallest", "TopK", {Tu({3, 9}, -2, 2), ints({4})}, kNum, {{"largest", int64_t{0}}}, 2));
   cs.push_back(mk("NonZero", "NonZero", {Tu({3, 5}, -1, 1)}, kNum));
-  cs.push_back(mk("Compress_axis1", "Compress", {T({3, 5}), vals(BOOL, {4}, {1, 0, 1, 1})}, kMove, {{"axis", int64_t{1}}}));
+  cs.push_back(
+      mk("Compress_axis1", "Compress", {T({3, 5}), vals(BOOL, {4}, {1, 0, 1, 1})}, kMove, {{"axis", int64_t{1}}}));
   cs.push_back(mk("OneHot", "OneHot", {vals(I64, {4}, {0, 3, -1, 7}), vals(I64, {}, {5}), Tv({2}, {-1, 2})}, kNum));
   cs.push_back(mk("EyeLike_k1", "EyeLike", {T({3, 4})}, kNum, {{"k", int64_t{1}}}));
   cs.push_back(train_op("ResizeGrad_linear", "ResizeGrad",
@@ -615,9 +617,15 @@ Tensor make_tensor(DataType t, const std::vector<int64_t>& dims, const std::vect
       case I8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(std::clamp(v[i], -128.0, 127.0)); break;
       case U8: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(std::clamp(v[i], 0.0, 255.0)); break;
       case BOOL: static_cast<bool*>(p)[i] = v[i] != 0; break;
-      case DataType::kUInt16: static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v[i]); break;
-      case DataType::kUInt32: static_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v[i]); break;
-      case DataType::kUInt64: static_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v[i]); break;
+      case DataType::kUInt16:
+        static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v[i]);
+        break;
+      case DataType::kUInt32:
+        static_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v[i]);
+        break;
+      case DataType::kUInt64:
+        static_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v[i]);
+        break;
       default: fail("make_tensor: dtype ", dtype_name(t));
     }
   }

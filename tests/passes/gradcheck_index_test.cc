@@ -42,8 +42,7 @@ TEST(GradCheckIndex, GatherND) {
 }
 
 TEST(GradCheckIndex, ScatterND) {
-  check_gradients_both(
-      {.op = "ScatterND", .shapes = {{4, 3}, {}, {2, 3}}, .fixed = {{1, i64({2, 1}, {3, 1})}}});
+  check_gradients_both({.op = "ScatterND", .shapes = {{4, 3}, {}, {2, 3}}, .fixed = {{1, i64({2, 1}, {3, 1})}}});
   check_gradients({.op = "ScatterND",
                    .shapes = {{4, 3}, {}, {3}},
                    .fixed = {{1, i64({3, 2}, {0, 0, 0, 0, 3, 2})}},
@@ -53,11 +52,8 @@ TEST(GradCheckIndex, ScatterND) {
 
 // TopK's values: dY lands at the selected positions (distinct random values: no ties).
 TEST(GradCheckIndex, TopK) {
-  check_gradients_both({.op = "TopK",
-                        .shapes = {{3, 6}, {}},
-                        .fixed = {{1, i64({1}, {3})}},
-                        .num_outputs = 2,
-                        .checked_outputs = {0}});
+  check_gradients_both(
+      {.op = "TopK", .shapes = {{3, 6}, {}}, .fixed = {{1, i64({1}, {3})}}, .num_outputs = 2, .checked_outputs = {0}});
   check_gradients({.op = "TopK",
                    .shapes = {{4, 3, 2}, {}},
                    .fixed = {{1, i64({1}, {2})}},
@@ -68,8 +64,11 @@ TEST(GradCheckIndex, TopK) {
 
 // Mod with fmod = 1: A in [3.3, 4.2] and B in [1.5, 1.6] keep trunc(A / B) = 2, away from jumps.
 TEST(GradCheckIndex, Mod) {
-  auto init = [](int input, std::mt19937_64& rng) { return input == 0 ? uniform(rng, 3.3, 4.2) : uniform(rng, 1.5, 1.6); };
-  check_gradients_both({.op = "Mod", .shapes = {{3, 4}, {3, 4}}, .attrs = {{"fmod", Attribute(int64_t{1})}}, .init = init});
+  auto init = [](int input, std::mt19937_64& rng) {
+    return input == 0 ? uniform(rng, 3.3, 4.2) : uniform(rng, 1.5, 1.6);
+  };
+  check_gradients_both(
+      {.op = "Mod", .shapes = {{3, 4}, {3, 4}}, .attrs = {{"fmod", Attribute(int64_t{1})}}, .init = init});
   check_gradients({.op = "Mod", .shapes = {{3, 4}, {4}}, .attrs = {{"fmod", Attribute(int64_t{1})}}, .init = init});
 }
 
@@ -136,7 +135,8 @@ TEST(GradCheckIndex, Resize) {
   check_gradients_both({.op = "Resize",
                         .shapes = {{2, 2, 3, 4}, {}, {}},
                         .fixed = {{1, roi}, {2, up}},
-                        .attrs = {{"mode", str("nearest")}, {"nearest_mode", str("floor")},
+                        .attrs = {{"mode", str("nearest")},
+                                  {"nearest_mode", str("floor")},
                                   {"coordinate_transformation_mode", str("asymmetric")}}});
 }
 
