@@ -12,6 +12,7 @@
 namespace otter {
 namespace {
 
+using infer::add;
 using infer::Types;
 using P = PrecisionClass;
 
@@ -152,36 +153,25 @@ void grad_space_to_depth(GradContext& c) {
   c.set_grad_input(0, c.emit("DepthToSpace", {c.grad_output(0)}, c.forward_attrs({"blocksize"})));
 }
 
-void add(OpTable& t, const char* op, int since, InferFn f, GradFn g, const char* summary) {
-  t.add({.domain = "",
-         .op_type = op,
-         .since_version = since,
-         .until_version = kMaxOnnxOpset,
-         .infer = std::move(f),
-         .precision = P::kFollow,
-         .grad_kind = GradKind::kRule,
-         .grad = std::move(g),
-         .summary = summary});
-}
-
 }  // namespace
 
 void register_indexing_ops(OpTable& t) {
   // GatherElements 13; ScatterElements 13, 16 (reduction add/mul), 18 (max/min); GatherND 13;
   // ScatterND 13, 16, 18 (the same reductions). One row each: the reduction attribute is read at any
   // opset (the gradient rules emit reduction add).
-  add(t, "GatherElements", 13, infer_elements(false), gather_grad("ScatterElements", {"axis"}),
-      "data at the positions indices name along 'axis'");
-  add(t, "ScatterElements", 13, infer_elements(true), scatter_grad("GatherElements", {"axis"}),
+  add(t, "GatherElements", 13, infer_elements(false), P::kFollow, false,
+      grad_rule(gather_grad("ScatterElements", {"axis"})), "data at the positions indices name along 'axis'");
+  add(t, "ScatterElements", 13, infer_elements(true), P::kFollow, false,
+      grad_rule(scatter_grad("GatherElements", {"axis"})),
       "data with updates written at the positions indices name along 'axis' {reduction}");
-  add(t, "GatherND", 13, infer_gather_nd, gather_grad("ScatterND", {}),
+  add(t, "GatherND", 13, infer_gather_nd, P::kFollow, false, grad_rule(gather_grad("ScatterND", {})),
       "slices of data addressed by the last dim of indices {batch_dims}");
-  add(t, "ScatterND", 13, infer_scatter_nd, scatter_grad("GatherND", {}),
+  add(t, "ScatterND", 13, infer_scatter_nd, P::kFollow, false, grad_rule(scatter_grad("GatherND", {})),
       "data with update slices written at the index tuples of indices {reduction}");
   // DepthToSpace 13; SpaceToDepth 13.
-  add(t, "DepthToSpace", 13, infer_space_depth(true), grad_depth_to_space,
+  add(t, "DepthToSpace", 13, infer_space_depth(true), P::kFollow, false, grad_rule(grad_depth_to_space),
       "channel blocks moved into blocksize x blocksize spatial blocks {mode: DCR or CRD}");
-  add(t, "SpaceToDepth", 13, infer_space_depth(false), grad_space_to_depth,
+  add(t, "SpaceToDepth", 13, infer_space_depth(false), P::kFollow, false, grad_rule(grad_space_to_depth),
       "blocksize x blocksize spatial blocks moved into channels (DepthToSpace's DCR inverse)");
 }
 

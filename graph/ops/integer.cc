@@ -10,6 +10,7 @@
 namespace otter {
 namespace {
 
+using infer::add;
 using infer::Types;
 using P = PrecisionClass;
 
@@ -66,29 +67,18 @@ void infer_hardmax(InferContext& ctx) {
   ctx.set_output(0, ctx.in_dtype(0), x);
 }
 
-void add(OpTable& t, const char* op, int since, InferFn f, PrecisionClass p, GradSpec g, const char* summary) {
-  t.add({.domain = "",
-         .op_type = op,
-         .since_version = since,
-         .until_version = kMaxOnnxOpset,
-         .infer = std::move(f),
-         .precision = p,
-         .grad_kind = g.kind,
-         .grad = std::move(g.fn),
-         .summary = summary});
-}
-
 }  // namespace
 
 void register_integer_ops(OpTable& t) {
   // Mod 13; BitShift 11; CastLike 15 (19: saturate, for float8 only); Hardmax 13.
-  add(t, "Mod", 13, infer_mod, P::kFollow, grad_rule(grad_mod),
+  add(t, "Mod", 13, infer_mod, P::kFollow, false, grad_rule(grad_mod),
       "remainder of A / B with numpy broadcasting {fmod: dividend's sign; else the divisor's}");
-  add(t, "BitShift", 11, infer_bitshift, P::kNone, no_gradient(),
+  add(t, "BitShift", 11, infer_bitshift, P::kNone, false, no_gradient(),
       "X shifted by Y bits {direction: LEFT or RIGHT}, unsigned integers");
-  add(t, "CastLike", 15, infer_castlike, P::kNone, grad_rule(grad_castlike),
+  add(t, "CastLike", 15, infer_castlike, P::kNone, false, grad_rule(grad_castlike),
       "converts X to the type of input 'target_type'");
-  add(t, "Hardmax", 13, infer_hardmax, P::kFollow, no_gradient(), "1 at the first maximum along 'axis', 0 elsewhere");
+  add(t, "Hardmax", 13, infer_hardmax, P::kFollow, false, no_gradient(),
+      "1 at the first maximum along 'axis', 0 elsewhere");
 }
 
 }  // namespace otter

@@ -11,6 +11,7 @@
 namespace otter {
 namespace {
 
+using infer::add;
 using infer::Types;
 using P = PrecisionClass;
 
@@ -118,27 +119,17 @@ void grad_lp_norm(GradContext& c) {
   c.set_grad_input(0, c.emit("Div", {t, n}));
 }
 
-void add(OpTable& t, const char* op, int since, InferFn f, GradFn g, const char* summary) {
-  t.add({.domain = "",
-         .op_type = op,
-         .since_version = since,
-         .until_version = kMaxOnnxOpset,
-         .infer = std::move(f),
-         .precision = P::kFp32,
-         .grad_kind = GradKind::kRule,
-         .grad = std::move(g),
-         .summary = summary});
-}
-
 }  // namespace
 
 void register_normalization_ops(OpTable& t) {
   // InstanceNormalization 6; MeanVarianceNormalization 13; LpNormalization 1 (all unchanged to 21).
   // Statistics in fp32 under mixed precision, like LayerNormalization.
-  add(t, "InstanceNormalization", 6, infer_instance_norm, grad_instance_norm,
+  add(t, "InstanceNormalization", 6, infer_instance_norm, P::kFp32, false, grad_rule(grad_instance_norm),
       "(X - mean) / sqrt(var + epsilon) per sample and channel over the spatial axes, * scale[c] + B[c]");
-  add(t, "MeanVarianceNormalization", 13, infer_mvn, grad_mvn, "(X - mean) / sqrt(var) over 'axes'");
-  add(t, "LpNormalization", 1, infer_lp_norm, grad_lp_norm, "X / ||X||_p along 'axis' {p: 1 or 2}");
+  add(t, "MeanVarianceNormalization", 13, infer_mvn, P::kFp32, false, grad_rule(grad_mvn),
+      "(X - mean) / sqrt(var) over 'axes'");
+  add(t, "LpNormalization", 1, infer_lp_norm, P::kFp32, false, grad_rule(grad_lp_norm),
+      "X / ||X||_p along 'axis' {p: 1 or 2}");
 }
 
 }  // namespace otter

@@ -10,6 +10,7 @@
 namespace otter {
 namespace {
 
+using infer::add;
 using infer::Types;
 using P = PrecisionClass;
 
@@ -89,30 +90,20 @@ void infer_eyelike(InferContext& ctx) {
   ctx.set_output(0, t, x);
 }
 
-void add(OpTable& t, const char* op, int since, InferFn f, GradSpec g, const char* summary) {
-  t.add({.domain = "",
-         .op_type = op,
-         .since_version = since,
-         .until_version = kMaxOnnxOpset,
-         .infer = std::move(f),
-         .precision = P::kNone,
-         .grad_kind = g.kind,
-         .grad = std::move(g.fn),
-         .summary = summary});
-}
-
 }  // namespace
 
 void register_select_ops(OpTable& t) {
   // TopK 11; NonZero 13; Compress 11; OneHot 11; EyeLike 9 (all unchanged to 21 but for types).
-  add(t, "TopK", 11, infer_topk, grad_rule(grad_topk),
+  add(t, "TopK", 11, infer_topk, P::kNone, false, grad_rule(grad_topk),
       "the K largest (or smallest) values along 'axis' and their int64 indices {largest, sorted}");
-  add(t, "NonZero", 13, infer_nonzero, no_gradient(), "int64 [rank, n] coordinates of the nonzero elements");
-  add(t, "Compress", 11, infer_compress, not_differentiable(),
+  add(t, "NonZero", 13, infer_nonzero, P::kNone, false, no_gradient(),
+      "int64 [rank, n] coordinates of the nonzero elements");
+  add(t, "Compress", 11, infer_compress, P::kNone, false, not_differentiable(),
       "the slices along 'axis' (or elements of the flattened input) where condition is true");
-  add(t, "OneHot", 11, infer_onehot, not_differentiable(),
+  add(t, "OneHot", 11, infer_onehot, P::kNone, false, not_differentiable(),
       "values[1] at each index along a new 'axis', values[0] elsewhere");
-  add(t, "EyeLike", 9, infer_eyelike, no_gradient(), "ones on diagonal 'k' of a 2-D tensor of input's shape {dtype}");
+  add(t, "EyeLike", 9, infer_eyelike, P::kNone, false, no_gradient(),
+      "ones on diagonal 'k' of a 2-D tensor of input's shape {dtype}");
 }
 
 }  // namespace otter

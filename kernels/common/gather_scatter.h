@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "graph/ir.h"
 #include "kernels/common/convert.h"
 
 namespace otter {
@@ -203,6 +204,15 @@ inline bool parse_scatter_reduction(const std::string& s, ScatterReduction* r) {
   else
     return false;
   return true;
+}
+
+// The reduction attribute of a ScatterElements / ScatterND node (fails naming it when unknown).
+inline ScatterReduction scatter_reduction(const Node& n) {
+  ScatterReduction r;
+  const std::string s = n.attr_s("reduction", "none");
+  if (!parse_scatter_reduction(s, &r))
+    fail(n.describe(), ": attribute 'reduction' must be none, add, mul, max or min, got '", s, "'");
+  return r;
 }
 
 }  // namespace otter

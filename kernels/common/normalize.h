@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "graph/ir.h"
 #include "kernels/common/convert.h"
+#include "kernels/common/shape_params.h"
 
 namespace otter {
 
@@ -88,6 +90,44 @@ OTTER_HD void normalize_group(const NormGeom& s, int64_t g, const S* x, S* y, No
     const double v = static_cast<double>(load_value(x[o]));
     y[o] = store_value<S>(static_cast<compute_type<S>>((v - shift) * mul * sc + bi));
   }
+}
+
+// What a node normalises over: its mode, epsilon, per-channel affine, and the axes it reduces
+// (empty: all from 2 on, InstanceNormalization).
+struct NormSpec {
+  NormMode mode = NormMode::kMeanVar;
+  double eps = 0;
+  bool affine = false;  // InstanceNormalization: scale and bias per channel (axis 1)
+  std::vector<int64_t> axes;
+};
+
+inline NormSpec norm_spec(const Node& n) {
+  NormSpec s;
+  if (n.op_type() == "InstanceNormalization") {
+    s.eps = n.attr_f("epsilon", 1e-5f);
+    s.affine = true;
+  } else if (n.op_type() == "MeanVarianceNormalization") {
+    s.eps = 1e-9;  // the epsilon of the ONNX function body
+    s.axes = n.attr_ints("axes", {0, 2, 3});
+  } else {
+    const int64_t p = n.attr_i("p", 2);
+    if (p != 1 && p != 2) fail(n.describe(), ": attribute 'p' must be 1 or 2, got ", p);
+    s.mode = p == 1 ? NormMode::kL1 : NormMode::kL2;
+    s.axes = {n.attr_i("axis", -1)};
+  }
+  return s;
+}
+
+// The reduced-axis flags for input rank r (fails naming the node).
+inline std::vector<bool> norm_reduced_axes(const KernelContext& ctx, const NormSpec& s, int64_t r) {
+  if (r > kMaxNormRank) ctx.error(str_cat("input rank ", r, " is above ", kMaxNormRank));
+  std::vector<bool> red(static_cast<size_t>(r), s.axes.empty());
+  if (s.axes.empty()) {
+    if (r < 3) ctx.error(str_cat("input must have rank >= 3 (N, C, spatial...), got rank ", r));
+    red[0] = red[1] = false;
+  }
+  for (int64_t a : s.axes) red[params::normalize_axis(ctx, a, r)] = true;
+  return red;
 }
 
 }  // namespace otter

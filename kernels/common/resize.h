@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/ir.h"
 #include "kernels/common/convert.h"
 
 namespace otter {
@@ -153,6 +154,21 @@ struct ResizeAttrs {
   double cubic_a = -0.75, extrapolation = 0;
   bool exclude_outside = false;
 };
+
+// The attributes of a Resize / ResizeGrad node; fails naming it on Resize 18's axes and
+// keep_aspect_ratio_policy.
+inline ResizeAttrs resize_attrs(const Node& n) {
+  ResizeAttrs a;
+  a.mode = n.attr_s("mode", "nearest");
+  a.coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
+  a.nearest = n.attr_s("nearest_mode", "round_prefer_floor");
+  a.cubic_a = n.attr_f("cubic_coeff_a", -0.75f);
+  a.extrapolation = n.attr_f("extrapolation_value", 0.f);
+  a.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
+  if (n.find_attr("axes") || n.find_attr("keep_aspect_ratio_policy"))
+    fail(n.describe(), ": Resize attributes 'axes' and 'keep_aspect_ratio_policy' (opset 18) are not supported");
+  return a;
+}
 
 // The geometry for input dims and the roi / scales / sizes inputs (empty when absent); "" or what
 // is wrong.

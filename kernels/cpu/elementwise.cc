@@ -24,9 +24,10 @@ const std::vector<DataType> kNumericTypes = {DataType::kFloat32, DataType::kFloa
                                              DataType::kFloat16, DataType::kBFloat16,
                                              DataType::kInt64,   DataType::kInt32,
                                              DataType::kInt8,    DataType::kUInt8};
-const std::vector<DataType> kWideNumericTypes = {
-    DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16, DataType::kInt64,  DataType::kInt32,
-    DataType::kInt8,    DataType::kUInt8,   DataType::kInt16,   DataType::kUInt16,   DataType::kUInt32, DataType::kUInt64};
+const std::vector<DataType> kWideNumericTypes = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                                                 DataType::kBFloat16, DataType::kInt64,   DataType::kInt32,
+                                                 DataType::kInt8,     DataType::kUInt8,   DataType::kInt16,
+                                                 DataType::kUInt16,   DataType::kUInt32,  DataType::kUInt64};
 const std::vector<DataType> kUnsignedTypes = {DataType::kUInt8, DataType::kUInt16, DataType::kUInt32,
                                               DataType::kUInt64};
 const std::vector<DataType> kBoolTypes = {DataType::kBool};

@@ -23,14 +23,6 @@ void check_indices(const KernelContext& ctx, const Tensor& idx, bool int64_only)
     ctx.error(str_cat("indices must be ", int64_only ? "int64" : "int64 or int32", ", got ", idx.describe()));
 }
 
-ScatterReduction reduction_of(const Node& n) {
-  ScatterReduction r;
-  const std::string s = n.attr_s("reduction", "none");
-  if (!parse_scatter_reduction(s, &r))
-    fail(n.describe(), ": attribute 'reduction' must be none, add, mul, max or min, got '", s, "'");
-  return r;
-}
-
 // out[positions] combined with updates in order: f(k) gives the data offset of update run k (of
 // `run` elements), or -1 after reporting.
 template <typename Offset>
@@ -57,7 +49,7 @@ void scatter_runs(const Tensor& upd, Tensor& out, ScatterReduction red, int64_t 
 class ElementsKernel : public Kernel {
  public:
   ElementsKernel(const Node& n, bool scatter)
-      : scatter_(scatter), axis_(n.attr_i("axis", 0)), red_(scatter ? reduction_of(n) : ScatterReduction::kNone) {}
+      : scatter_(scatter), axis_(n.attr_i("axis", 0)), red_(scatter ? scatter_reduction(n) : ScatterReduction::kNone) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
@@ -103,7 +95,7 @@ class NdKernel : public Kernel {
   NdKernel(const Node& n, bool scatter)
       : scatter_(scatter),
         batch_dims_(scatter ? 0 : n.attr_i("batch_dims", 0)),
-        red_(scatter ? reduction_of(n) : ScatterReduction::kNone) {}
+        red_(scatter ? scatter_reduction(n) : ScatterReduction::kNone) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);

@@ -12,19 +12,6 @@
 namespace otter {
 namespace {
 
-ResizeAttrs attrs_of(const Node& n) {
-  ResizeAttrs a;
-  a.mode = n.attr_s("mode", "nearest");
-  a.coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
-  a.nearest = n.attr_s("nearest_mode", "round_prefer_floor");
-  a.cubic_a = n.attr_f("cubic_coeff_a", -0.75f);
-  a.extrapolation = n.attr_f("extrapolation_value", 0.f);
-  a.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
-  if (n.find_attr("axes") || n.find_attr("keep_aspect_ratio_policy"))
-    fail(n.describe(), ": Resize attributes 'axes' and 'keep_aspect_ratio_policy' (opset 18) are not supported");
-  return a;
-}
-
 std::vector<double> doubles_of(const KernelContext& ctx, int i) {
   std::vector<double> v;
   if (!ctx.has_input(i)) return v;
@@ -47,7 +34,7 @@ std::vector<int64_t> out_dims(const ResizeGeom& g) { return std::vector<int64_t>
 
 class ResizeKernel : public Kernel {
  public:
-  explicit ResizeKernel(const Node& n) : a_(attrs_of(n)) {}
+  explicit ResizeKernel(const Node& n) : a_(resize_attrs(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const ResizeGeom g = geom_of(ctx, a_, x.dims(), 1);
@@ -79,7 +66,7 @@ class ResizeKernel : public Kernel {
 // ResizeGrad(dY, shape, roi?, scales?, sizes?) -> dX of `shape`.
 class ResizeGradKernel : public Kernel {
  public:
-  explicit ResizeGradKernel(const Node& n) : a_(attrs_of(n)) {}
+  explicit ResizeGradKernel(const Node& n) : a_(resize_attrs(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const std::vector<int64_t> in = cpu::int_input(ctx, 1, "shape");

@@ -66,14 +66,6 @@ __global__ void scatter_nd_kernel(NdGeom g, int64_t tuples, const int64_t* idx, 
   }
 }
 
-ScatterReduction reduction_of(const Node& n) {
-  ScatterReduction r;
-  const std::string s = n.attr_s("reduction", "none");
-  if (!parse_scatter_reduction(s, &r))
-    fail(n.describe(), ": attribute 'reduction' must be none, add, mul, max or min, got '", s, "'");
-  return r;
-}
-
 std::string out_of_range(const DeviceError& e) {
   return str_cat("index ", e.a, " (indices element ", e.b, ") is out of range for a dim of size ", e.c);
 }
@@ -91,7 +83,7 @@ class ElementsKernel : public Kernel {
   ElementsKernel(const Node& n, bool scatter)
       : scatter_(scatter),
         axis_(n.attr_i("axis", 0)),
-        red_(scatter ? reduction_of(n) : ScatterReduction::kNone),
+        red_(scatter ? scatter_reduction(n) : ScatterReduction::kNone),
         reporter_(n, out_of_range) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
@@ -149,7 +141,7 @@ class NdKernel : public Kernel {
   NdKernel(const Node& n, bool scatter)
       : scatter_(scatter),
         batch_dims_(scatter ? 0 : n.attr_i("batch_dims", 0)),
-        red_(scatter ? reduction_of(n) : ScatterReduction::kNone),
+        red_(scatter ? scatter_reduction(n) : ScatterReduction::kNone),
         reporter_(n, out_of_range) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);

@@ -2,7 +2,6 @@
 // (graph/ops/normalization.cc): one thread per group runs the group algorithm the CPU kernels also
 // run (kernels/common/normalize.h), in double.
 #include "kernels/common/normalize.h"
-#include "kernels/common/shape_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -17,28 +16,11 @@ __global__ void normalize_kernel(NormGeom g, const S* x, S* y, NormMode mode, do
 
 class NormalizeKernel : public Kernel {
  public:
-  explicit NormalizeKernel(const Node& n) : op_(n.op_type()) {
-    if (op_ == "InstanceNormalization") {
-      eps_ = n.attr_f("epsilon", 1e-5f);
-    } else if (op_ == "MeanVarianceNormalization") {
-      eps_ = 1e-9;
-      axes_ = n.attr_ints("axes", {0, 2, 3});
-    } else {
-      const int64_t p = n.attr_i("p", 2);
-      if (p != 1 && p != 2) fail(n.describe(), ": attribute 'p' must be 1 or 2, got ", p);
-      mode_ = p == 1 ? NormMode::kL1 : NormMode::kL2;
-      axes_ = {n.attr_i("axis", -1)};
-    }
-  }
+  explicit NormalizeKernel(const Node& n) : spec_(norm_spec(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const int64_t r = x.rank();
-    if (r > kMaxNormRank) ctx.error(str_cat("input rank ", r, " is above ", kMaxNormRank));
-    const bool affine = op_ == "InstanceNormalization";
-    if (affine && r < 3) ctx.error(str_cat("input must have rank >= 3 (N, C, spatial...), got ", x.describe()));
-    std::vector<bool> red(static_cast<size_t>(r), affine);
-    if (affine) red[0] = red[1] = false;
-    for (int64_t a : axes_) red[params::normalize_axis(ctx, a, r)] = true;
+    const bool affine = spec_.affine;
+    const std::vector<bool> red = norm_reduced_axes(ctx, spec_, x.rank());
     const NormGeom g = make_norm_geom(x.dims(), red);
     const int64_t channels = affine ? x.dims()[1] : 0;
     for (int i = 1; affine && i <= 2; ++i)
@@ -50,7 +32,7 @@ class NormalizeKernel : public Kernel {
     dispatch_float(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       normalize_kernel<S><<<grid_for(g.groups), kBlock, 0, stream_of(ctx)>>>(
-          g, static_cast<const S*>(x.raw()), static_cast<S*>(y.raw()), mode_, eps_,
+          g, static_cast<const S*>(x.raw()), static_cast<S*>(y.raw()), spec_.mode, spec_.eps,
           affine ? static_cast<const S*>(ctx.input(1).raw()) : nullptr,
           affine ? static_cast<const S*>(ctx.input(2).raw()) : nullptr, channels);
       OTTER_CUDA_LAUNCH_CHECK();
@@ -58,10 +40,7 @@ class NormalizeKernel : public Kernel {
   }
 
  private:
-  std::string op_;
-  NormMode mode_ = NormMode::kMeanVar;
-  double eps_ = 0;
-  std::vector<int64_t> axes_;
+  NormSpec spec_;
 };
 
 }  // namespace

@@ -27,17 +27,6 @@ __global__ void resize_grad_kernel(ResizeGeom g, int64_t n, const S* dy, float* 
   }
 }
 
-ResizeAttrs attrs_of(const Node& n) {
-  ResizeAttrs a;
-  a.mode = n.attr_s("mode", "nearest");
-  a.coord = n.attr_s("coordinate_transformation_mode", "half_pixel");
-  a.nearest = n.attr_s("nearest_mode", "round_prefer_floor");
-  a.cubic_a = n.attr_f("cubic_coeff_a", -0.75f);
-  a.extrapolation = n.attr_f("extrapolation_value", 0.f);
-  a.exclude_outside = n.attr_i("exclude_outside", 0) != 0;
-  return a;
-}
-
 std::vector<double> host_doubles(const KernelContext& ctx, int i) {
   std::vector<double> v;
   if (!ctx.has_input(i)) return v;
@@ -57,7 +46,7 @@ ResizeGeom geom_of(const KernelContext& ctx, const ResizeAttrs& a, const std::ve
 
 class ResizeKernel : public Kernel {
  public:
-  explicit ResizeKernel(const Node& n) : a_(attrs_of(n)) {}
+  explicit ResizeKernel(const Node& n) : a_(resize_attrs(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const ResizeGeom g = geom_of(ctx, a_, x.dims(), 1);
@@ -78,7 +67,7 @@ class ResizeKernel : public Kernel {
 
 class ResizeGradKernel : public Kernel {
  public:
-  explicit ResizeGradKernel(const Node& n) : a_(attrs_of(n)) {}
+  explicit ResizeGradKernel(const Node& n) : a_(resize_attrs(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const std::vector<int64_t> in = host_ints(ctx, 1, "shape");
