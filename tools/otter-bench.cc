@@ -114,6 +114,9 @@ struct Result {
   std::string framework, device;
   Timing ms;
   int64_t peak_bytes = 0, peak_rss_bytes = 0;
+  // otter: the micro-step arena (planned activations) and the largest transient allocation on top of
+  // what was live when the timed steps began; activations measured = arena + transient.
+  int64_t arena_bytes = 0, transient_bytes = 0;
   double final_loss = 0;
   std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
 };
@@ -124,6 +127,7 @@ struct Settings {
   double lr;
   bool profile = false;
   LoraOptions lora;  // fine-tune adapters when lora.targets is set
+  RecomputePolicy recompute = RecomputePolicy::kNone;
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -167,12 +171,14 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.optimizer.type = parse_enum<OptimizerType>(st.optimizer, "optimizer");
   o.pipeline.optimizer.lr = st.lr;
   o.pipeline.lora = st.lora;
+  o.pipeline.recompute.policy = st.recompute;
   o.device = st.device;
   auto session = TrainingSession::create(m.path, o);
   const int64_t per_step = session->global_batch();
   auto data = random_samples(*session, per_step * 4, 1);  // four distinct global batches, cycled
   write_npz(data_path, std::vector<std::pair<std::string, Tensor>>(data.begin(), data.end()));
   reset_host_peak_bytes();
+  const int64_t live_before = host_live_bytes();
   std::vector<double> ms;
   Result r{"otter", session->device().describe()};
   OpProfile::global().enabled = st.profile;
@@ -189,6 +195,9 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   r.peak_bytes = static_cast<int64_t>(session->device().peak_bytes());
   r.peak_rss_bytes = peak_rss_bytes();
   r.plan = compute_graph_stats(session->graph());
+  const auto& plans = session->graph().memory_plans;
+  r.arena_bytes = plans.count(Program::kMicroStep) ? plans.at(Program::kMicroStep).arena_bytes : 0;
+  if (session->device().type() == DeviceType::kCpu) r.transient_bytes = host_peak_bytes() - live_before;
   return r;
 }
 
@@ -226,6 +235,26 @@ void print_row(const Result& r, bool with_plan = false) {
   std::printf("  %-16s %9.2f ms/step (min %.2f, max %.2f)  peak %s, process RSS %s\n", r.framework.c_str(),
               r.ms.median, r.ms.min, r.ms.max, mib(r.peak_bytes).c_str(), mib(r.peak_rss_bytes).c_str());
   if (r.plan && with_plan) print_plan(*r.plan, r.peak_bytes);
+}
+
+// --vs-recompute: the same model without recomputation, and the ratios of the activation peaks
+// (planned: the micro-step arena; measured: arena + transient allocations) and of the step times.
+void print_recompute_comparison(const BenchModel& m, const Settings& st, const std::string& data, const Result& mine) {
+  Settings none = st;
+  none.recompute = RecomputePolicy::kNone;
+  Result base = bench_otter(m, none, data);
+  auto line = [](const char* what, const Result& r) {
+    std::printf("  %-18s %9.2f ms/step (min %.2f, max %.2f)  activations planned %s, measured %s  (peak %s, process "
+                "RSS %s)\n", what, r.ms.median, r.ms.min, r.ms.max, mib(r.arena_bytes).c_str(), mib(r.arena_bytes + r.transient_bytes).c_str(),
+                mib(r.peak_bytes).c_str(), mib(r.peak_rss_bytes).c_str());
+  };
+  line(("recompute " + enum_name(st.recompute)).c_str(), mine);
+  line("recompute none", base);
+  auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  std::printf("  none / %s activation peak: planned %.2fx, measured %.2fx; step time %s / none %.2fx\n",
+              enum_name(st.recompute).c_str(), ratio(base.arena_bytes, mine.arena_bytes),
+              ratio(base.arena_bytes + base.transient_bytes, mine.arena_bytes + mine.transient_bytes),
+              enum_name(st.recompute).c_str(), mine.ms.median / base.ms.median);
 }
 
 std::string json_line(const BenchModel& m, const Settings& st, const Result& mine, const Result* torch) {
@@ -278,6 +307,8 @@ int run(int argc, char** argv) {
       {"lora", true, "fine-tune low-rank adapters only: rank=R,alpha=A,targets=GLOB[;GLOB] (as otter-train --lora)",
        "SPEC"},
       {"vs-full", false, "with --lora: also full fp32 fine-tuning of every parameter, for the memory it needs"},
+      {"recompute", true, "none|cheap|layers: recompute activations in the backward pass (passes/recompute.h)", "P"},
+      {"vs-recompute", false, "with --recompute: also run without recomputation and print the ratios"},
       {"help", false, "show this help"},
   });
   args.parse(argc, argv, 1);
@@ -299,6 +330,10 @@ int run(int argc, char** argv) {
               args.get_float("lr", 1e-3)};
   st.profile = args.has("profile");
   if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
+  st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
+  OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
+  OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
+              "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");
   OTTER_CHECK(!args.has("vs-full") || args.has("lora"), "otter-bench: --vs-full compares against --lora; give both");
   OTTER_CHECK(!args.has("lora") || !args.has("vs-torch"), "otter-bench: --vs-torch has no LoRA counterpart");
   OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
@@ -339,6 +374,7 @@ int run(int argc, char** argv) {
       std::printf("  full fine-tuning, fp32:\n");
       print_row(bench_otter(m, full, data), true);
     }
+    if (args.has("vs-recompute")) print_recompute_comparison(m, st, data, mine);
     if (st.profile) print_profile(OpProfile::global(), st.steps, mine.ms.median);
     if (theirs) {
       print_row(*theirs);
@@ -351,11 +387,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return otter::cli::guarded_main(run, argc, argv); }

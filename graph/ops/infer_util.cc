@@ -319,6 +319,14 @@ void check_scalar(InferContext& ctx, int i, const char* what) {
     ctx.error(str_cat(input_desc(ctx, i), " (", what, ") must be a scalar, got shape ", s.to_string()));
 }
 
+InferFn unary(Types allowed) {
+  return [allowed](InferContext& ctx) {
+    check_arity(ctx, 1, 1);
+    check_type(ctx, 0, allowed);
+    ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0));
+  };
+}
+
 void check_dims_match(InferContext& ctx, const Dim& a, const Dim& b, const std::string& what) {
   if (a.is_static() && b.is_static() && a.value != b.value) ctx.error(str_cat(what, ": ", a.value, " vs ", b.value));
 }

@@ -341,8 +341,7 @@ class WhereKernel : public Kernel {
     const Tensor& c = ctx.input(0);
     const Tensor& x = ctx.input(1);
     const Tensor& y = ctx.input(2);
-    if (c.dtype() != DataType::kBool) ctx.error(str_cat("condition must be bool, got ", c.describe()));
-    check_same_dtype(ctx, 1, 2);
+    check_where_inputs(ctx);
     auto dims = broadcast_or_fail(ctx, {&c.dims(), &x.dims(), &y.dims()});
     Tensor& out = ctx.allocate_output(0, x.dtype(), dims);
     if (out.numel() == 0) return;

@@ -4,6 +4,7 @@
 namespace otter {
 
 void register_cpu_select_kernels(KernelRegistry& r);  // select.cc: TopK, NonZero, Compress, OneHot, EyeLike
+void register_cpu_collective_kernels(KernelRegistry& r);  // collective.cc: AllReduce (kernels/collective.h)
 
 void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_elementwise_kernels(r);
@@ -19,6 +20,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_resize_kernels(r);
   register_cpu_select_kernels(r);
   register_cpu_train_kernels(r);
+  register_cpu_collective_kernels(r);
   register_cpu_elementwise_grad_kernels(r);
   register_cpu_conv_grad_kernels(r);
   register_cpu_nn_grad_kernels(r);

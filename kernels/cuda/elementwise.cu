@@ -310,8 +310,7 @@ class WhereKernel : public Kernel {
     const Tensor& c = ctx.input(0);
     const Tensor& x = ctx.input(1);
     const Tensor& y = ctx.input(2);
-    if (c.dtype() != DataType::kBool) ctx.error(str_cat("condition must be bool, got ", c.describe()));
-    check_same_dtype(ctx, 1, 2);
+    check_where_inputs(ctx);
     const auto dims = broadcast_or_fail(ctx, {&c, &x, &y});
     Tensor& out = ctx.allocate_output(0, x.dtype(), dims);
     const int64_t n = out.numel();
@@ -395,10 +394,7 @@ class ClipGradKernel : public Kernel {
   explicit ClipGradKernel(const Node&) {}
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
-    check_like(ctx, 1, dy, "X");
-    for (int i = 2; i <= 3; ++i)
-      if (ctx.has_input(i) && (ctx.input(i).numel() != 1 || ctx.input(i).dtype() != dy.dtype()))
-        ctx.error(str_cat("input ", i, " must be a scalar of X's type, got ", ctx.input(i).describe()));
+    check_clip_grad_inputs(ctx);
     dispatch_float(dy.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       using C = compute_type<S>;

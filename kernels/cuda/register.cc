@@ -12,6 +12,9 @@
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace otter {
+#ifdef OTTER_HAVE_NCCL
+void register_cuda_collective_kernels(KernelRegistry& r);  // nccl.cc
+#endif
 namespace {
 
 using cuda::NodeScope;
@@ -246,6 +249,9 @@ void register_cuda_kernels(KernelRegistry& r) {
     };
     r.add(std::move(d));
   }
+#ifdef OTTER_HAVE_NCCL
+  register_cuda_collective_kernels(r);  // nccl.cc: AllReduce through the NCCL communicator
+#endif
 }
 
 }  // namespace otter
