@@ -126,7 +126,8 @@ static bool type_in(DataType t, Types allowed) {
     case Types::kAny: return true;
     case Types::kFloat: return is_float(t);
     case Types::kSignedNumeric:
-      return is_float(t) || t == DataType::kInt64 || t == DataType::kInt32 || t == DataType::kInt8;
+      return is_float(t) || t == DataType::kInt64 || t == DataType::kInt32 || t == DataType::kInt8 ||
+             t == DataType::kInt16;
     case Types::kNumeric: return is_float(t) || is_integer(t);
     case Types::kInteger: return is_integer(t);
     case Types::kIndex: return t == DataType::kInt64 || t == DataType::kInt32;

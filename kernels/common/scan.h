@@ -1,5 +1,5 @@
 // Along-one-axis algorithms shared by the CPU (kernels/cpu/scan.cc) and CUDA (kernels/cuda/scan.cu)
-// kernels of CumSum, ArgMax and ArgMin: each works on one line of `len` elements `stride` apart.
+// kernels of CumSum, ArgMax, ArgMin and Hardmax: each works on one line of `len` elements `stride` apart.
 // Conventions of kernels/common/elementwise.h: half types load as float, floats accumulate in
 // double and integers in int64, and the result is stored once. Also the host-side attribute reads
 // and checks of those ops, with errors that name the node.
@@ -68,6 +68,13 @@ OTTER_HD int64_t arg_extreme_line(const S* x, int64_t len, int64_t stride, bool 
     }
   }
   return best;
+}
+
+// Hardmax of a line: 1 at the first largest element (arg_extreme_line), 0 elsewhere.
+template <typename S>
+OTTER_HD void hardmax_line(const S* x, S* y, int64_t len, int64_t stride) {
+  const int64_t best = arg_extreme_line(x, len, stride, true, false);
+  for (int64_t k = 0; k < len; ++k) y[k * stride] = store_value<S>(compute_type<S>(k == best ? 1 : 0));
 }
 
 // ---- host side ----------------------------------------------------------------------------------

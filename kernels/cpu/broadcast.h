@@ -70,6 +70,28 @@ decltype(auto) visit_numeric(DataType t, F&& f) {
     default: return visit_float(t, std::forward<F>(f));
   }
 }
+// The numeric types plus the wider integer types only some ops take (i16 u16 u32 u64).
+template <typename F>
+decltype(auto) visit_wide_numeric(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kInt16: return f(Tag<int16_t>{});
+    case DataType::kUInt16: return f(Tag<uint16_t>{});
+    case DataType::kUInt32: return f(Tag<uint32_t>{});
+    case DataType::kUInt64: return f(Tag<uint64_t>{});
+    default: return visit_numeric(t, std::forward<F>(f));
+  }
+}
+// The unsigned integer types (BitShift).
+template <typename F>
+decltype(auto) visit_unsigned(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kUInt8: return f(Tag<uint8_t>{});
+    case DataType::kUInt16: return f(Tag<uint16_t>{});
+    case DataType::kUInt32: return f(Tag<uint32_t>{});
+    case DataType::kUInt64: return f(Tag<uint64_t>{});
+    default: fail("unsupported dtype ", dtype_name(t), " (expected an unsigned integer type)");
+  }
+}
 template <typename F>
 decltype(auto) visit_all(DataType t, F&& f) {
   if (t == DataType::kBool) return f(Tag<bool>{});

@@ -3,6 +3,7 @@
 
 namespace otter {
 
+void register_cpu_select_kernels(KernelRegistry& r);  // select.cc: TopK, NonZero, Compress, OneHot, EyeLike
 void register_cpu_collective_kernels(KernelRegistry& r);  // collective.cc: AllReduce (kernels/collective.h)
 
 void register_cpu_kernels(KernelRegistry& r) {
@@ -14,6 +15,10 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_nn_kernels(r);
   register_cpu_math_kernels(r);
   register_cpu_scan_kernels(r);
+  register_cpu_gather_scatter_kernels(r);
+  register_cpu_normalize_kernels(r);
+  register_cpu_resize_kernels(r);
+  register_cpu_select_kernels(r);
   register_cpu_train_kernels(r);
   register_cpu_collective_kernels(r);
   register_cpu_elementwise_grad_kernels(r);

@@ -1,5 +1,5 @@
-// CPU kernels of the along-one-axis ops (graph/ops/scan.cc): CumSum, ArgMax and ArgMin. X is
-// viewed as [outer, len, inner]; each of the outer * inner lines runs the shared line algorithm of
+// CPU kernels of the along-one-axis ops (graph/ops/scan.cc, graph/ops/integer.cc): CumSum, ArgMax,
+// ArgMin and Hardmax. X is viewed as [outer, len, inner]; each of the outer * inner lines runs the
 // kernels/common/scan.h.
 #include "kernels/common/scan.h"
 #include "graph/op_table.h"
@@ -62,6 +62,26 @@ class ArgExtremeKernel : public Kernel {
   ArgExtremeAttrs at_;
 };
 
+class HardmaxKernel : public Kernel {
+ public:
+  explicit HardmaxKernel(const Node& n) : axis_(n.attr_i("axis", -1)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const AxisLines l = lines_around(ctx, x.dims(), axis_);
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
+    if (x.numel() == 0) return;
+    cpu::visit_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const S* px = x.data<S>();
+      S* py = y.data<S>();
+      for_lines(l, [&](int64_t, int64_t o) { hardmax_line(px + o, py + o, l.len, l.inner); });
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
 void add(KernelRegistry& r, const char* op, int since, KernelFactory f) {
   KernelDef d;
   d.op_type = op;
@@ -81,6 +101,7 @@ void register_cpu_scan_kernels(KernelRegistry& r) {
       [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ArgExtremeKernel>(n, true); });
   add(r, "ArgMin", 13,
       [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ArgExtremeKernel>(n, false); });
+  add(r, "Hardmax", 13, [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<HardmaxKernel>(n); });
 }
 
 }  // namespace otter

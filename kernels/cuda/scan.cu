@@ -62,6 +62,34 @@ class ArgExtremeKernel : public Kernel {
   ArgExtremeAttrs at_;
 };
 
+template <typename S>
+__global__ void hardmax_kernel(AxisLines l, const S* x, S* y) {
+  OTTER_GRID_STRIDE(k, l.outer * l.inner) {
+    const int64_t o = l.base(k);
+    hardmax_line(x + o, y + o, l.len, l.inner);
+  }
+}
+
+class HardmaxKernel : public Kernel {
+ public:
+  explicit HardmaxKernel(const Node& n) : axis_(n.attr_i("axis", -1)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const AxisLines l = lines_around(ctx, x.dims(), axis_);
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
+    if (x.numel() == 0) return;
+    dispatch_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      hardmax_kernel<S><<<grid_for(l.outer * l.inner), kBlock, 0, stream_of(ctx)>>>(
+          l, static_cast<const S*>(x.raw()), static_cast<S*>(y.raw()));
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
+  }
+
+ private:
+  int64_t axis_;
+};
+
 }  // namespace
 
 KernelFactory scan_kernel(const std::string& op) {
@@ -70,6 +98,8 @@ KernelFactory scan_kernel(const std::string& op) {
     return [max = op == "ArgMax"](const Node& n) -> std::unique_ptr<Kernel> {
       return std::make_unique<ArgExtremeKernel>(n, max);
     };
+  if (op == "Hardmax")
+    return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<HardmaxKernel>(n); };
   fail("scan_kernel: no CUDA kernel for ", op);
 }
 
