@@ -170,7 +170,7 @@ const Row kRows[] = {
       {onnx, "InstanceNormalization", kFloat, normalize_kernel},
       {onnx, "MeanVarianceNormalization", kFloat, normalize_kernel},
       {onnx, "LpNormalization", kFloat, normalize_kernel},
-      {onnx, "Resize", kNumeric, resize_kernel},
+      {onnx, "Resize", kFloat, resize_kernel},  // integer Resize: CPU only (no CUDA differential case yet)
       {otter, "ResizeGrad", kFloat, resize_kernel},
       // GEMMs (matmul.cu, cuBLASLt) and convolution (conv.cu, cuDNN).
       {onnx, "MatMul", kFloat, matmul_kernel},

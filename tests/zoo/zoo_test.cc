@@ -44,10 +44,8 @@ const std::vector<std::string> kModels = {
 // The ops are being added on another branch (issue 15); when a model starts to run, its test
 // fails until its line is removed here.
 const std::map<std::string, std::string> kKnownFailures = {
-    {"unet", "unsupported ops: ConvTranspose (node '/up2/ConvTranspose'), Resize (node '/Resize')"},
+    {"unet", "unsupported ops: ConvTranspose (node '/up2/ConvTranspose')"},
     {"lstm_lm", "unsupported ops: LSTM (node '/lstm/LSTM')"},
-    {"t5", "unsupported ops: ScatterND (node '/m/decoder/ScatterND')"},
-    {"wav2vec2", "unsupported ops: InstanceNormalization"},
 };
 
 // Parameters the PyTorch model freezes (requires_grad False), which ONNX cannot say: trained with
