@@ -8,6 +8,7 @@
 #include "kernels/common/elementwise_grad.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 namespace {
@@ -35,7 +36,9 @@ class ActivationGradKernel : public Kernel {
       const S* pv = v.data<S>();
       S* po = dx.data<S>();
       cpu::parallel_ranges(dy.numel(), [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) po[j] = store<S>(f_(load(pg[j]), load(pv[j])));
+        cpu::isa_dispatch_if<std::is_same_v<compute_t<S>, float>>([&] {
+          for (int64_t j = b; j < e; ++j) po[j] = store<S>(f_(load(pg[j]), load(pv[j])));
+        });
       }, 4);
     });
   }

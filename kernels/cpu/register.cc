@@ -1,9 +1,11 @@
 // Registers every CPU kernel family.
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 
 void register_cpu_kernels(KernelRegistry& r) {
+  cpu::active_isa();  // a bad OTTER_ISA fails here, before any kernel runs
   register_cpu_elementwise_kernels(r);
   register_cpu_reduce_kernels(r);
   register_cpu_shape_kernels(r);
