@@ -387,7 +387,7 @@ void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Ar
       std::cout << j.str() << std::endl;
       continue;
     }
-    std::printf("| %s | %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s |\n", m.name.c_str(),
+    std::printf("| %s | %lld | %.3g | %.3g | %.3g | %.3g | %.3g | %s | %s |\n", m.name.c_str(),
                 static_cast<long long>(st.batch), om, tm, rm, om / tm, om / rm, mib(mine.peak_rss_bytes).c_str(),
                 mib(ort.peak_rss_bytes).c_str());
     std::fflush(stdout);
