@@ -46,8 +46,7 @@ const char* kUsage =
     "  predict MODEL.onnx --data IN.npz --out OUT.npz [--batch-size B] [--device cpu]\n"
     "          run the model (inference) on the arrays named after its inputs\n"
     "  kernels [--format text|tsv]\n"
-    "          list the registered kernels: op, device, dtypes (text: first the ISA variant the CPU\n"
-    "          loops run, which OTTER_ISA=baseline|avx2|avx512 forces)\n"
+    "          the CPU loops' ISA variant (OTTER_ISA=baseline|avx2|avx512), then the kernels: op, device, dtypes\n"
     "\n"
     "Run 'otter-train COMMAND --help' for the options of one command.\n";
 
