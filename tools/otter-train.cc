@@ -257,6 +257,7 @@ int cmd_grad(int argc, char** argv) {
   p.loss = read_loss_flags(args);
   read_precision_flags(args, p);
   if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
+  p.batchnorm.mode = args.get_enum("batchnorm", p.batchnorm.mode);
   TrainingOptions init;
   read_lora_flags(args, args.get_int("seed", 0), p, &init);
   read_recompute_flag(args, p);
@@ -265,9 +266,6 @@ int cmd_grad(int argc, char** argv) {
   Device& device = pick_device(args.get("device", "auto"), cuda);
 
   GradientSetup setup;
-  setup.batchnorm = args.get("batchnorm", "train");
-  if (setup.batchnorm != "train" && setup.batchnorm != "frozen")
-    fail("--batchnorm must be train or frozen, got '", setup.batchnorm, "'");
   setup.init = init.init;
   setup.init_source = init.init_source;
 
