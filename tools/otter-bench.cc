@@ -462,8 +462,9 @@ PeakFlops measure_peak(const Settings& st, int64_t n) {
   return measure_sgemm_peak(n, 5);
 }
 
-int run(int argc, char** argv) {
-  cli::Args args("otter-bench", {
+// otter-bench's flags.
+std::vector<cli::FlagSpec> bench_flags() {
+  return {
       {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8)", "B"},
       {"accum", true, "micro-batches per optimizer step K (default 1)", "K"},
       {"precision", true, "fp32|fp16|bf16 (default fp32)", "P"},
@@ -486,7 +487,31 @@ int run(int argc, char** argv) {
       {"vs-recompute", false, "with --recompute: also run without recomputation and print the ratios"},
       {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
       {"help", false, "show this help"},
-  });
+  };
+}
+
+// The run's settings from the flags (every model shares them but the batch).
+Settings read_settings(const cli::Args& args) {
+  Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
+              args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
+              args.get_float("lr", 1e-3)};
+  st.profile = args.has("profile");
+  if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
+  st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
+  OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
+  OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
+              "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");
+  OTTER_CHECK(!args.has("vs-full") || args.has("lora"), "otter-bench: --vs-full compares against --lora; give both");
+  OTTER_CHECK(!args.has("lora") || !args.has("vs-torch"), "otter-bench: --vs-torch has no LoRA counterpart");
+  OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
+              "--warmup >= 0");
+  OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
+  st.peak = measure_peak(st, args.get_int("peak-size", 2048));  // after the checks: it takes a while
+  return st;
+}
+
+int run(int argc, char** argv) {
+  cli::Args args("otter-bench", bench_flags());
   args.parse(argc, argv, 1);
   if (args.has("help") || args.positional().empty()) {
     std::cout << kUsage << args.help();
@@ -501,21 +526,7 @@ int run(int argc, char** argv) {
   openblas_set_num_threads(omp_get_max_threads());
   const std::string root = OTTER_SOURCE_DIR;
   const std::vector<BenchModel> models = models_to_run(args, root);
-  Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
-              args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
-              args.get_float("lr", 1e-3)};
-  st.profile = args.has("profile");
-  st.peak = measure_peak(st, args.get_int("peak-size", 2048));
-  if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
-  st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
-  OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
-  OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
-              "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");
-  OTTER_CHECK(!args.has("vs-full") || args.has("lora"), "otter-bench: --vs-full compares against --lora; give both");
-  OTTER_CHECK(!args.has("lora") || !args.has("vs-torch"), "otter-bench: --vs-torch has no LoRA counterpart");
-  OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
-              "--warmup >= 0");
-  OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
+  Settings st = read_settings(args);
   const fs::path tmp = fs::temp_directory_path() / ("otter-bench-" + std::to_string(getpid()));
   fs::create_directories(tmp);
   struct RemoveOnExit {  // also when a model fails
