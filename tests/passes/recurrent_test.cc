@@ -2,8 +2,9 @@
 // unrolled graph against central finite differences in float64 (every input: X, W, R, B, the initial
 // states, the peepholes), across directions, layouts, GRU's linear_before_reset, clip, the
 // alternative activations and sequence_lens masking; and the errors for what cannot be unrolled.
-// Forward values are checked against ONNX's own test data (tests/conformance) and PyTorch (the
-// lstm_lm zoo model, tests/zoo).
+// Forward values are checked against PyTorch here (models/rnn/make_rnn_refs.py: bidirectional GRU,
+// which is ONNX's linear_before_reset=1, 2-layer bidirectional LSTM, ReLU RNN), against ONNX's own
+// test data (tests/conformance) and, with training, in the lstm_lm zoo model (tests/zoo).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +16,10 @@
 #include "passes/autodiff.h"
 #include "passes/canonicalize.h"
 #include "passes/recurrent.h"
+#include "graph/onnx_io.h"
+#include "runtime/constant_eval.h"
 #include "runtime/executor.h"
+#include "runtime/npz.h"
 
 namespace otter {
 namespace {
@@ -231,6 +235,34 @@ TEST(Recurrent, SequenceLensMatchesShorterSequence) {
     for (int64_t i = 0; i < 2 * h; ++i) EXPECT_NEAR(y.get_as_double(i), ys.get_as_double(i), 1e-12) << dir;
     for (int64_t i = 2 * h; i < 3 * h; ++i) EXPECT_EQ(y.get_as_double(i), 0.0) << dir;
     for (int64_t i = 0; i < h; ++i) EXPECT_NEAR(full.at("yh").get_as_double(i), shorter.at("yh").get_as_double(i), 1e-12);
+  }
+}
+
+// PyTorch's exports, canonicalized, run on the CPU executor: every output within 1e-5 of PyTorch's
+// float64 run (max |difference| / max |reference|).
+TEST(Recurrent, MatchesPyTorchExports) {
+  const std::map<std::string, std::vector<std::string>> models = {
+      {"gru_bidirectional", {"x"}}, {"lstm_2layer_bidirectional", {"x", "h0", "c0"}}, {"rnn_relu_bidirectional", {"x"}}};
+  for (const auto& [name, inputs] : models) {
+    const std::string dir = std::string(OTTER_SOURCE_DIR) + "/models/rnn/";
+    auto g = import_onnx_file(dir + name + ".onnx");
+    run_pipeline(*g, "canonicalize");
+    for (Node* n : g->node_list()) EXPECT_FALSE(is_recurrent(*n)) << name << ": " << n->describe();
+    NpzArchive ref = read_npz(dir + name + "_ref.npz");
+    std::map<std::string, Tensor> feeds;
+    for (const std::string& in : inputs) feeds[in] = ref.get(in);
+    auto out = Executor(*g).run(feeds);
+    for (Value* o : g->outputs()) {
+      const Tensor &got = out.at(o->name()), &want = ref.get(o->name());
+      ASSERT_EQ(got.dims(), want.dims()) << name << " " << o->name();
+      double diff = 0, scale = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        diff = std::max(diff, std::abs(got.get_as_double(i) - want.get_as_double(i)));
+        scale = std::max(scale, std::abs(want.get_as_double(i)));
+      }
+      std::cout << name << " " << o->name() << ": relative error " << diff / scale << "\n";
+      EXPECT_LE(diff / scale, 1e-5) << name << " " << o->name();
+    }
   }
 }
 
