@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <optional>
 
 #include "graph/dtype.h"
@@ -142,6 +143,7 @@ class Unroller {
   bool reverse_only_ = false, linear_before_reset_ = false;
   std::optional<float> clip_;
   std::vector<Activation> acts_;
+  std::map<std::vector<int64_t>, Value*> int_constants_;  // one initializer per distinct shape or axes list
   std::vector<Value*> masks_;  // per time step, [N,1] of dtype_; empty when every sequence is full
 };
 
@@ -163,8 +165,11 @@ std::vector<Value*> Unroller::emit_multi(const std::string& op, const std::vecto
 }
 
 Value* Unroller::ints(const std::vector<int64_t>& v) {
-  return g_.add_initializer(g_.unique_name(str_cat(base_, ".c", counter_++)),
-                            Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v), false);
+  Value*& c = int_constants_[v];
+  if (!c)
+    c = g_.add_initializer(g_.unique_name(str_cat(base_, ".c", counter_++)),
+                           Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v), false);
+  return c;
 }
 
 Value* Unroller::scalar(double v) {
