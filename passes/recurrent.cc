@@ -30,10 +30,10 @@ struct ActivationDef {
 };
 
 constexpr ActivationDef kActivations[] = {
-    {"Relu", false, false, 0, 0},       {"Tanh", false, false, 0, 0},        {"Sigmoid", false, false, 0, 0},
-    {"Softsign", false, false, 0, 0},   {"Softplus", false, false, 0, 0},    {"LeakyRelu", true, false, 0.01f, 0},
-    {"ThresholdedRelu", true, false, 1, 0}, {"Elu", true, false, 1, 0},      {"HardSigmoid", true, true, 0.2f, 0.5f},
-    {"Affine", true, true, 1, 0},       {"ScaledTanh", true, true, 1, 1},
+    {"Relu", false, false, 0, 0},           {"Tanh", false, false, 0, 0},     {"Sigmoid", false, false, 0, 0},
+    {"Softsign", false, false, 0, 0},       {"Softplus", false, false, 0, 0}, {"LeakyRelu", true, false, 0.01f, 0},
+    {"ThresholdedRelu", true, false, 1, 0}, {"Elu", true, false, 1, 0},       {"HardSigmoid", true, true, 0.2f, 0.5f},
+    {"Affine", true, true, 1, 0},           {"ScaledTanh", true, true, 1, 1},
 };
 
 std::string lower(std::string s) {
@@ -103,7 +103,8 @@ class Unroller {
   // ---- builder: nodes go before n_, type-inferred; nullptr operands stand for zeros
   std::vector<Value*> emit_multi(const std::string& op, const std::vector<Value*>& ins, int outs,
                                  const std::map<std::string, Attribute>& attrs = {});
-  Value* emit(const std::string& op, const std::vector<Value*>& ins, const std::map<std::string, Attribute>& attrs = {}) {
+  Value* emit(const std::string& op, const std::vector<Value*>& ins,
+              const std::map<std::string, Attribute>& attrs = {}) {
     return emit_multi(op, ins, 1, attrs)[0];
   }
   Value* ints(const std::vector<int64_t>& v);
@@ -299,9 +300,12 @@ void Unroller::build_masks() {
 
 State Unroller::step(const DirWeights& w, const State& s, Value* x) {
   switch (cell_) {
-    case Cell::kRnn: return rnn_step(w, s, x);
-    case Cell::kGru: return gru_step(w, s, x);
-    default: return lstm_step(w, s, x);
+    case Cell::kRnn:
+      return rnn_step(w, s, x);
+    case Cell::kGru:
+      return gru_step(w, s, x);
+    default:
+      return lstm_step(w, s, x);
   }
 }
 

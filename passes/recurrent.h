@@ -14,10 +14,11 @@
 // Needs: a static sequence length (X's dimension 0, or 1 with layout 1) and static W and R shapes;
 // the node type-inferred. Does not: support LSTM input_forget=1 (an error naming the node).
 //
-//   before: %Y, %Y_h = RNN(%X, %W, %R) {hidden_size=4}            (X: f32[2,3,5], T = 2)
-//   after:  %wt = Transpose(%W0) {perm=[1,0]}; %xp = MatMul(%X, %wt); %x0, %x1 = Split(%xp) {axis=0}
-//           %h0 = Tanh(Squeeze(%x0)); %h1 = Tanh(Gemm(%h0, %R0, Squeeze(%x1)) {transB=1})
-//           %Y = Reshape(Concat(%h0, %h1) {axis=0}, [2,1,-1,4]); %Y_h = Reshape(Concat(%h1), [1,-1,4])
+//   before: %y, %yh = RNN(%x, %w, %r) {hidden_size=4}                  (x: f32[2,1,3], so T = 2)
+//   after:  %w0 = Squeeze(%w, [0]); %r0 = Squeeze(%r, [0]); %xp = MatMul(%x, Transpose(%w0))
+//           %x0, %x1 = Split(%xp, [1,1]) {axis=0}; %h0 = Tanh(Squeeze(%x0, [0]))
+//           %h1 = Tanh(Gemm(%h0, %r0, Squeeze(%x1, [0])) {transB=1})
+//           %y = Reshape(Concat(%h0, %h1) {axis=0}, [2,1,-1,4]); %yh = Reshape(%h1, [1,-1,4])
 #pragma once
 
 #include "graph/ir.h"

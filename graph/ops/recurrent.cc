@@ -79,7 +79,8 @@ void register_recurrent_ops(OpTable& t) {
   // RNN, GRU, LSTM 7 and 14 (14 adds layout); canonicalize unrolls them (passes/recurrent.h).
   add(t, "RNN", "Elman RNN over a static sequence {direction, activations, clip, layout}; unrolled by canonicalize");
   add(t, "GRU", "GRU over a static sequence {linear_before_reset, direction, activations, clip, layout}; unrolled");
-  add(t, "LSTM", "LSTM with optional peepholes over a static sequence {direction, activations, clip, layout}; unrolled");
+  add(t, "LSTM",
+      "LSTM with optional peepholes over a static sequence {direction, activations, clip, layout}; unrolled");
 }
 
 }  // namespace otter

@@ -10,13 +10,13 @@
 #include <cmath>
 #include <random>
 
+#include "graph/onnx_io.h"
 #include "graph/op_table.h"
 #include "graph/printer.h"
 #include "graph/verifier.h"
 #include "passes/autodiff.h"
 #include "passes/canonicalize.h"
 #include "passes/recurrent.h"
-#include "graph/onnx_io.h"
 #include "runtime/constant_eval.h"
 #include "runtime/executor.h"
 #include "runtime/npz.h"
@@ -151,15 +151,22 @@ std::vector<std::vector<int64_t>> shapes(int64_t g, int64_t d, bool batch_first,
 }
 
 TEST(Recurrent, LstmBidirectionalWithPeepholesGradients) {
-  check({"LSTM", Attrs{{"hidden_size", Attribute(int64_t{3})}, {"direction", Attribute("bidirectional")}},
-         shapes(4, 2, false, true), {}, 3});
+  check({"LSTM",
+         Attrs{{"hidden_size", Attribute(int64_t{3})}, {"direction", Attribute("bidirectional")}},
+         shapes(4, 2, false, true),
+         {},
+         3});
 }
 
 TEST(Recurrent, LstmBatchFirstReverseClipGradients) {
   check({"LSTM",
-         Attrs{{"hidden_size", Attribute(int64_t{3})}, {"direction", Attribute("reverse")},
-               {"layout", Attribute(int64_t{1})}, {"clip", Attribute(0.7f)}},
-         shapes(4, 1, true, true), {}, 3});
+         Attrs{{"hidden_size", Attribute(int64_t{3})},
+               {"direction", Attribute("reverse")},
+               {"layout", Attribute(int64_t{1})},
+               {"clip", Attribute(0.7f)}},
+         shapes(4, 1, true, true),
+         {},
+         3});
 }
 
 TEST(Recurrent, LstmWithoutOptionalInputsGradients) {
@@ -171,21 +178,26 @@ TEST(Recurrent, LstmWithoutOptionalInputsGradients) {
 TEST(Recurrent, GruGradientsBothResetForms) {
   for (int64_t lbr : {0, 1}) {
     check({"GRU",
-           Attrs{{"hidden_size", Attribute(int64_t{3})}, {"direction", Attribute("bidirectional")},
+           Attrs{{"hidden_size", Attribute(int64_t{3})},
+                 {"direction", Attribute("bidirectional")},
                  {"linear_before_reset", Attribute(lbr)}},
            shapes(3, 2, false, false)});
     auto s = shapes(3, 1, true, false);
     s[5] = kNone;  // no initial state
     check({"GRU",
-           Attrs{{"hidden_size", Attribute(int64_t{3})}, {"layout", Attribute(int64_t{1})},
+           Attrs{{"hidden_size", Attribute(int64_t{3})},
+                 {"layout", Attribute(int64_t{1})},
                  {"linear_before_reset", Attribute(lbr)}},
            s});
   }
 }
 
 TEST(Recurrent, RnnAlternativeActivationsGradients) {
-  const char* pairs[][2] = {{"Relu", "Tanh"}, {"Sigmoid", "LeakyRelu"}, {"Affine", "ScaledTanh"},
-                            {"HardSigmoid", "Elu"}, {"Softsign", "Softplus"}};
+  const char* pairs[][2] = {{"Relu", "Tanh"},
+                            {"Sigmoid", "LeakyRelu"},
+                            {"Affine", "ScaledTanh"},
+                            {"HardSigmoid", "Elu"},
+                            {"Softsign", "Softplus"}};
   for (auto& p : pairs) {
     check({"RNN",
            Attrs{{"hidden_size", Attribute(int64_t{3})},
@@ -200,10 +212,15 @@ TEST(Recurrent, RnnAlternativeActivationsGradients) {
 // Sequences shorter than T: the state stops at each one's length (both directions), Y is 0 beyond.
 TEST(Recurrent, SequenceLensMaskGradients) {
   Tensor lens = Tensor::from_vector<int32_t>({2}, {3, 1});
-  check({"LSTM", Attrs{{"hidden_size", Attribute(int64_t{3})}, {"direction", Attribute("bidirectional")}},
-         shapes(4, 2, false, true), {{4, lens}}, 3});
-  check({"GRU", Attrs{{"hidden_size", Attribute(int64_t{3})}, {"direction", Attribute("reverse")}},
-         shapes(3, 1, false, false), {{4, lens}}});
+  check({"LSTM",
+         Attrs{{"hidden_size", Attribute(int64_t{3})}, {"direction", Attribute("bidirectional")}},
+         shapes(4, 2, false, true),
+         {{4, lens}},
+         3});
+  check({"GRU",
+         Attrs{{"hidden_size", Attribute(int64_t{3})}, {"direction", Attribute("reverse")}},
+         shapes(3, 1, false, false),
+         {{4, lens}}});
 }
 
 // The masked unrolling gives, for a sequence of length L, what the unmasked one gives on its first
@@ -212,7 +229,8 @@ TEST(Recurrent, SequenceLensMatchesShorterSequence) {
   for (const char* dir : {"forward", "reverse"}) {
     std::mt19937_64 rng(3);
     const int64_t h = 3;
-    Tensor x = random_f64({3, 1, 2}, rng, 1), w = random_f64({1, 3 * h, 2}, rng, 1), r = random_f64({1, 3 * h, h}, rng, 1);
+    Tensor x = random_f64({3, 1, 2}, rng, 1), w = random_f64({1, 3 * h, 2}, rng, 1),
+           r = random_f64({1, 3 * h, h}, rng, 1);
     auto run = [&](int64_t t, bool masked) {
       Graph g;
       g.opset_imports[""] = 17;
@@ -234,15 +252,17 @@ TEST(Recurrent, SequenceLensMatchesShorterSequence) {
     const Tensor &y = full.at("y"), &ys = shorter.at("y");
     for (int64_t i = 0; i < 2 * h; ++i) EXPECT_NEAR(y.get_as_double(i), ys.get_as_double(i), 1e-12) << dir;
     for (int64_t i = 2 * h; i < 3 * h; ++i) EXPECT_EQ(y.get_as_double(i), 0.0) << dir;
-    for (int64_t i = 0; i < h; ++i) EXPECT_NEAR(full.at("yh").get_as_double(i), shorter.at("yh").get_as_double(i), 1e-12);
+    for (int64_t i = 0; i < h; ++i)
+      EXPECT_NEAR(full.at("yh").get_as_double(i), shorter.at("yh").get_as_double(i), 1e-12);
   }
 }
 
 // PyTorch's exports, canonicalized, run on the CPU executor: every output within 1e-5 of PyTorch's
 // float64 run (max |difference| / max |reference|).
 TEST(Recurrent, MatchesPyTorchExports) {
-  const std::map<std::string, std::vector<std::string>> models = {
-      {"gru_bidirectional", {"x"}}, {"lstm_2layer_bidirectional", {"x", "h0", "c0"}}, {"rnn_relu_bidirectional", {"x"}}};
+  const std::map<std::string, std::vector<std::string>> models = {{"gru_bidirectional", {"x"}},
+                                                                  {"lstm_2layer_bidirectional", {"x", "h0", "c0"}},
+                                                                  {"rnn_relu_bidirectional", {"x"}}};
   for (const auto& [name, inputs] : models) {
     const std::string dir = std::string(OTTER_SOURCE_DIR) + "/models/rnn/";
     auto g = import_onnx_file(dir + name + ".onnx");
