@@ -362,26 +362,25 @@ void Unroller::replace_output(int i, Value* v) {
 }
 
 // Y [T,D,N,H] (layout 1: [N,T,D,H]) from the per-step outputs ys[d][t] ([N,H]); Y_h, Y_c [D,N,H]
-// (layout 1: [N,D,H]) from the last states.
+// (layout 1: [N,D,H]) from the last states. The pieces are joined along H and reshaped with 0 for N
+// (so a symbolic batch keeps its name), then transposed into place for layout 0.
 void Unroller::assemble_outputs(const std::vector<std::vector<Value*>>& ys, const std::vector<State>& last) {
-  const int64_t cat_axis = layout_ == 0 ? 0 : 1;
-  auto stack = [&](const std::vector<Value*>& parts, std::vector<int64_t> shape) {
-    Value* cat = parts.size() == 1 ? parts[0] : emit("Concat", parts, {{"axis", Attribute(cat_axis)}});
-    return emit("Reshape", {cat, ints(shape)});
+  auto stack = [&](const std::vector<Value*>& parts, std::vector<int64_t> shape, std::vector<int64_t> perm) {
+    Value* cat = parts.size() == 1 ? parts[0] : emit("Concat", parts, {{"axis", Attribute(int64_t{1})}});
+    Value* v = emit("Reshape", {cat, ints(shape)});
+    return layout_ == 0 ? emit("Transpose", {v}, {{"perm", Attribute(perm)}}) : v;
   };
   if (wanted(0)) {
     std::vector<Value*> parts;
     for (int64_t t = 0; t < seq_; ++t)
       for (int64_t d = 0; d < dirs_; ++d) parts.push_back(ys[d][t]);
-    replace_output(0, stack(parts, layout_ == 0 ? std::vector<int64_t>{seq_, dirs_, -1, hidden_}
-                                                : std::vector<int64_t>{0, seq_, dirs_, hidden_}));
+    replace_output(0, stack(parts, {0, seq_, dirs_, hidden_}, {1, 2, 0, 3}));
   }
   for (int i : {1, 2}) {
     if (i >= n_->num_outputs() || !wanted(i)) continue;
     std::vector<Value*> parts;
     for (const State& s : last) parts.push_back(i == 1 ? s.h : s.c);
-    replace_output(i, stack(parts, layout_ == 0 ? std::vector<int64_t>{dirs_, -1, hidden_}
-                                                : std::vector<int64_t>{0, dirs_, hidden_}));
+    replace_output(i, stack(parts, {0, dirs_, hidden_}, {1, 0, 2}));
   }
 }
 

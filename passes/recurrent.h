@@ -18,7 +18,8 @@
 //   after:  %w0 = Squeeze(%w, [0]); %r0 = Squeeze(%r, [0]); %xp = MatMul(%x, Transpose(%w0))
 //           %x0, %x1 = Split(%xp, [1,1]) {axis=0}; %h0 = Tanh(Squeeze(%x0, [0]))
 //           %h1 = Tanh(Gemm(%h0, %r0, Squeeze(%x1, [0])) {transB=1})
-//           %y = Reshape(Concat(%h0, %h1) {axis=0}, [2,1,-1,4]); %yh = Reshape(%h1, [1,-1,4])
+//           %y = Transpose(Reshape(Concat(%h0, %h1) {axis=1}, [0,2,1,4])) {perm=[1,2,0,3]}
+//           %yh = Transpose(Reshape(%h1, [0,1,4])) {perm=[1,0,2]}
 #pragma once
 
 #include "graph/ir.h"

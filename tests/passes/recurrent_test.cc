@@ -257,6 +257,46 @@ TEST(Recurrent, SequenceLensMatchesShorterSequence) {
   }
 }
 
+// A symbolic batch dimension unrolls too (the shapes of Y and Y_h keep it: Reshape with -1 or 0),
+// giving what the static batch gives, in both layouts.
+TEST(Recurrent, SymbolicBatchMatchesStatic) {
+  for (int64_t layout : {0, 1}) {
+    std::mt19937_64 rng(5);
+    auto s = shapes(3, 2, layout == 1, false);
+    std::map<std::string, Tensor> feeds;
+    for (int i : {0, 1, 2, 3, 5}) feeds[str_cat("x", i)] = random_f64(s[i], rng, 1);
+    auto run = [&](bool symbolic) {
+      Graph g;
+      g.opset_imports[""] = 17;
+      std::vector<Value*> ins;
+      for (int i = 0; i < 6; ++i) {
+        if (i == 4) {
+          ins.push_back(nullptr);
+          continue;
+        }
+        Shape sh = Shape::of(s[i]);
+        if (symbolic && (i == 0 || i == 5)) sh.dims[layout == 0 ? 1 : 0] = Dim("N");
+        ins.push_back(g.add_input(str_cat("x", i), DataType::kFloat64, sh));
+      }
+      Node* n = g.add_node("GRU", ins, {"y", "yh"});
+      n->set_attr("hidden_size", Attribute(int64_t{3}));
+      n->set_attr("direction", Attribute("bidirectional"));
+      n->set_attr("layout", Attribute(layout));
+      infer_node(*n);
+      g.add_output(n->output(0));
+      g.add_output(n->output(1));
+      canonicalize(g, nullptr);
+      if (symbolic) EXPECT_EQ(g.value("y")->shape().to_string(), layout == 0 ? "[3,2,N,3]" : "[N,3,2,3]");
+      return Executor(g).run(feeds);
+    };
+    auto a = run(true), b = run(false);
+    for (const char* o : {"y", "yh"}) {
+      ASSERT_EQ(a.at(o).dims(), b.at(o).dims()) << o;
+      for (int64_t i = 0; i < a.at(o).numel(); ++i) EXPECT_EQ(a.at(o).get_as_double(i), b.at(o).get_as_double(i)) << o;
+    }
+  }
+}
+
 // PyTorch's exports, canonicalized, run on the CPU executor: every output within 1e-5 of PyTorch's
 // float64 run (max |difference| / max |reference|).
 TEST(Recurrent, MatchesPyTorchExports) {
