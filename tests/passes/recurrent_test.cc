@@ -326,6 +326,33 @@ TEST(Recurrent, MatchesPyTorchExports) {
   }
 }
 
+// The op-table rows' inference (graph/ops/recurrent.cc): Y, Y_h, Y_c in both layouts, and
+// inconsistent weights named.
+TEST(Recurrent, InferenceGivesOnnxShapes) {
+  for (int64_t layout : {0, 1}) {
+    Graph g;
+    g.opset_imports[""] = 17;
+    Shape xs = layout == 0 ? Shape({Dim(5), Dim("N"), Dim(4)}) : Shape({Dim("N"), Dim(5), Dim(4)});
+    Value* x = g.add_input("x", DataType::kFloat32, xs);
+    Value* w = g.add_input("w", DataType::kFloat32, Shape::of({2, 12, 4}));
+    Value* r = g.add_input("r", DataType::kFloat32, Shape::of({2, 12, 3}));
+    Node* n = g.add_node("LSTM", {x, w, r}, {"y", "yh", "yc"});
+    n->set_attr("direction", Attribute("bidirectional"));
+    n->set_attr("layout", Attribute(layout));
+    infer_node(*n);
+    EXPECT_EQ(n->output(0)->type_string(), layout == 0 ? "f32[5,2,N,3]" : "f32[N,5,2,3]");
+    EXPECT_EQ(n->output(1)->type_string(), layout == 0 ? "f32[2,N,3]" : "f32[N,2,3]");
+    EXPECT_EQ(n->output(2)->type_string(), n->output(1)->type_string());
+    n->set_attr("hidden_size", Attribute(int64_t{4}));
+    try {
+      infer_node(*n);
+      ADD_FAILURE() << "hidden_size 4 with R [2,12,3] was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("R's last dimension and hidden_size"), std::string::npos) << e.what();
+    }
+  }
+}
+
 void expect_error(Graph& g, const std::string& part) {
   try {
     canonicalize(g, nullptr);
