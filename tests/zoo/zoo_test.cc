@@ -44,7 +44,6 @@ const std::vector<std::string> kModels = {
 // The ops are being added on another branch (issue 15); when a model starts to run, its test
 // fails until its line is removed here.
 const std::map<std::string, std::string> kKnownFailures = {
-    {"unet", "unsupported ops: ConvTranspose (node '/up2/ConvTranspose')"},
     {"lstm_lm", "unsupported ops: LSTM (node '/lstm/LSTM')"},
 };
 
