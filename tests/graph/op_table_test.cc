@@ -344,8 +344,7 @@ TEST(OpTableNn, ConvTransposeOutputSizes) {
   Value* wo = b.f32("wo", S({1, 2, 3, 3}));
   EXPECT_EQ(ty(b.op("ConvTranspose", {xo, wo}, 1, {{"strides", V{3, 2}}, {"output_shape", V{10, 8}}})),
             "f32[1,2,10,8]");
-  EXPECT_EQ(ty(b.op("ConvTranspose", {xo, wo}, 1, {{"strides", V{2, 2}}, {"auto_pad", "SAME_UPPER"}})),
-            "f32[1,2,6,6]");
+  EXPECT_EQ(ty(b.op("ConvTranspose", {xo, wo}, 1, {{"strides", V{2, 2}}, {"auto_pad", "SAME_UPPER"}})), "f32[1,2,6,6]");
   // Symbolic spatial sizes: kept where the size is the input's, unknown where it depends on it.
   Value* xs = b.f32("xs", S({"N", 3, "H", "W"}));
   EXPECT_EQ(ty(b.op("ConvTranspose", {xs, w}, 1, {{"auto_pad", "SAME_LOWER"}})), "f32[N,4,H,W]");
@@ -359,8 +358,8 @@ TEST(OpTableNn, ConvTransposeErrors) {
   Value* x = b.f32("x", S({"N", 3, 8, 8}));
   Node* ch = b.add("ConvTranspose", {x, b.f32("w", S({2, 4, 3, 3}))});
   EXPECT_NE(error_of(ch).find("X's channels differ from W's first dimension"), std::string::npos) << error_of(ch);
-  Node* op = b.add("ConvTranspose", {x, b.f32("w2", S({3, 4, 3, 3}))}, 1,
-                   {{"strides", V{2, 2}}, {"output_padding", V{2, 0}}});
+  Node* op =
+      b.add("ConvTranspose", {x, b.f32("w2", S({3, 4, 3, 3}))}, 1, {{"strides", V{2, 2}}, {"output_padding", V{2, 0}}});
   EXPECT_NE(error_of(op).find("output_padding 2 on spatial axis 0 must be smaller than the stride 2"),
             std::string::npos)
       << error_of(op);
@@ -373,8 +372,7 @@ TEST(OpTableNn, ConvTransposeErrors) {
   Node* grp = b.add("ConvTranspose", {x, b.f32("w5", S({3, 4, 3, 3}))}, 1, {{"group", 2}});
   EXPECT_NE(error_of(grp).find("not divisible by group = 2"), std::string::npos) << error_of(grp);
   Node* os = b.add("ConvTranspose", {x, b.f32("w6", S({3, 4, 3, 3}))}, 1, {{"output_shape", V{1, 2, 3}}});
-  EXPECT_NE(error_of(os).find("attribute 'output_shape' has 3 values, expected 2"), std::string::npos)
-      << error_of(os);
+  EXPECT_NE(error_of(os).find("attribute 'output_shape' has 3 values, expected 2"), std::string::npos) << error_of(os);
 }
 
 TEST(OpTableNn, PoolingOutputSizes) {

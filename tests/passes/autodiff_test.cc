@@ -307,8 +307,7 @@ TEST(Autodiff, ConvTransposeFormsWithoutARuleNameTheNode) {
       loss = ReduceSum<keepdims = 0>(y)
     })");
   err = error_of([&] { autodiff(*g2, {}); });
-  EXPECT_NE(err.find("output extends 3 positions past its last window on spatial axis 0 (stride 3)"),
-            std::string::npos)
+  EXPECT_NE(err.find("output extends 3 positions past its last window on spatial axis 0 (stride 3)"), std::string::npos)
       << err;
 }
 
