@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/error.h"
 #include "graph/ir.h"
 
 namespace otter::conv_transpose {
