@@ -22,6 +22,7 @@
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/window.h"
 
 namespace otter {
@@ -105,8 +106,11 @@ void conv_backward(const ConvBackward<T>& a, Scratch& scratch, Scratch& wscratch
       gather_dy(a.dy, dyc, n0, nb, gi * mg, mg, a.cout, L);
       if (dwg) {
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t b = 0; b < nb; ++b)
-          conv_im2col(g, a.x + ((n0 + b) * a.cin + gi * cg) * g.in_plane, cg, cols + b * L, taps, nb == 1, ld);
+        for (int64_t b = 0; b < nb; ++b) {
+          isa_dispatch_if<std::is_same_v<T, float>>([&] {
+            conv_im2col(g, a.x + ((n0 + b) * a.cin + gi * cg) * g.in_plane, cg, cols + b * L, taps, nb == 1, ld);
+          });
+        }
         // The first chunk writes the group's dW (beta 0), later chunks add to it.
         cpu::gemm<T>(false, true, mg, kce, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !add_to_dwg ? T(0) : T(1), dwg, kce);
       }
@@ -114,8 +118,11 @@ void conv_backward(const ConvBackward<T>& a, Scratch& scratch, Scratch& wscratch
         const T* wg = reduced ? wl + gi * mg * kce : a.w + gi * mg * kc;
         cpu::gemm<T>(true, false, kce, ld, mg, T(1), wg, kce, dyc, ld, T(0), cols, ld);
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t b = 0; b < nb; ++b)
-          conv_col2im_add(g, cols + b * L, cg, a.dx + ((n0 + b) * a.cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
+        for (int64_t b = 0; b < nb; ++b) {
+          isa_dispatch_if<std::is_same_v<T, float>>([&] {
+            conv_col2im_add(g, cols + b * L, cg, a.dx + ((n0 + b) * a.cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
+          });
+        }
       }
     }
     if (a.dw && reduced && kce > 0)
