@@ -1,7 +1,7 @@
 // MatMul, Gemm, convolution and pooling ops of the default domain (full window arithmetic with pads,
 // strides, dilations, auto_pad and ceil_mode), their gradient rules and gradient ops (ConvGrad,
-// MaxPoolGrad, AveragePoolGrad). Normalisations, softmaxes, Dropout and the losses are in
-// graph/ops/nn.cc.
+// MaxPoolGrad, AveragePoolGrad); ConvTranspose is in graph/ops/conv_transpose.cc. Normalisations,
+// softmaxes, Dropout and the losses are in graph/ops/nn.cc.
 #include <algorithm>
 
 #include "graph/gradient.h"
@@ -360,6 +360,8 @@ void infer_conv_grad(InferContext& ctx) {
 
 }  // namespace
 
+void register_conv_transpose_ops(OpTable& t);  // graph/ops/conv_transpose.cc
+
 void register_matmul_conv_ops(OpTable& t) {
   using P = PrecisionClass;
   auto rule = grad_rule;
@@ -378,6 +380,7 @@ void register_matmul_conv_ops(OpTable& t) {
       "mean over all spatial axes");
   add(t, "GlobalMaxPool", 1, infer_global_avg_pool, P::kFollow, false, rule(grad_global_max_pool),
       "max over all spatial axes");
+  register_conv_transpose_ops(t);
   infer::add_otter_op(t, "ConvGrad", infer_conv_grad, P::kLow,
                       "ConvGrad(dY, X, W, dW_acc?) {Conv's attributes} -> dX?, dW?, dB?: convolution backward "
                       "(data, filter, bias); with dW_acc, dW is that accumulator updated in place (overwritten on "

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/conv_transpose.h"
 #include "graph/error.h"
 #include "kernels/common/half.h"
 #include "kernels/kernel.h"
@@ -169,6 +170,58 @@ inline Geometry check_pool_grad(const KernelContext& ctx, const Tensor& dy, cons
   if (dy.dims() != ydims)
     ctx.error(str_cat("dY ", dy.describe(), " does not match the ", op, " output shape ", dims_to_string(ydims)));
   return g;
+}
+
+// ConvTranspose(X [N, C, in...], W [C, M / group, kernel...], B? [M]) checked, and seen as the data
+// gradient of a Conv over its output (graph/conv_transpose.h): g is that Conv's geometry (g.in: the
+// ConvTranspose output's spatial sizes, g.out: X's), y_dims the ConvTranspose output's shape.
+struct TransposeShape {
+  Geometry g;
+  std::vector<int64_t> y_dims;
+};
+
+inline TransposeShape check_conv_transpose(const KernelContext& ctx, const conv_transpose::Attrs& a) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  if (x.rank() < 3) ctx.error(str_cat("X must have rank >= 3 (N, C, spatial...), got ", x.describe()));
+  if (x.rank() - 2 > 8) ctx.error("more than 8 spatial axes");
+  if (w.rank() != x.rank() || w.dtype() != x.dtype())
+    ctx.error(str_cat("W ", w.describe(), " must have the rank and type of X ", x.describe()));
+  if (w.dim(0) != x.dim(1) || w.dim(0) % a.group != 0)
+    ctx.error(str_cat("channel mismatch: X ", x.describe(), " has ", x.dim(1), " channels, W ", w.describe(),
+                      " must be [C, M / group, kernel...] with C divisible by group ", a.group));
+  const std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end()), kernel(w.dims().begin() + 2, w.dims().end());
+  if (!a.kernel_shape.empty() && a.kernel_shape != kernel)
+    ctx.error(str_cat("kernel_shape ", dims_to_string(a.kernel_shape), " differs from W ", w.describe()));
+  const int64_t cout = w.dim(1) * a.group;
+  if (ctx.has_input(2)) {
+    const Tensor& b = ctx.input(2);
+    if (b.rank() != 1 || b.dim(0) != cout || b.dtype() != x.dtype())
+      ctx.error(str_cat("bias ", b.describe(), " must be [", cout, "] of the type of X"));
+  }
+  std::vector<conv_transpose::Axis> axes;
+  const std::string err = conv_transpose::resolve(a, in, kernel, axes);
+  if (!err.empty()) ctx.error(err);
+  TransposeShape t;
+  Geometry& g = t.g;
+  g.nsp = static_cast<int>(in.size());
+  g.out = in;
+  g.k = kernel;
+  g.s = a.strides.empty() ? std::vector<int64_t>(in.size(), 1) : a.strides;
+  g.d = a.dilations.empty() ? std::vector<int64_t>(in.size(), 1) : a.dilations;
+  t.y_dims = {x.dim(0), cout};
+  for (const conv_transpose::Axis& ax : axes) {
+    g.in.push_back(ax.out);
+    g.pb.push_back(ax.pad_begin);
+    g.pe.push_back(ax.pad_end);
+    t.y_dims.push_back(ax.out);
+  }
+  for (int j = 0; j < g.nsp; ++j) {
+    g.in_plane *= g.in[j];
+    g.out_plane *= g.out[j];
+    g.k_size *= g.k[j];
+  }
+  return t;
 }
 
 }  // namespace otter::window

@@ -1,5 +1,6 @@
 // CPU kernels of the convolution and pooling gradients (ai.otter ConvGrad, MaxPoolGrad,
-// AveragePoolGrad), on the window geometry, im2col and col2im of kernels/cpu/window.h.
+// AveragePoolGrad) and of ConvTranspose, whose forward is ConvGrad's data pass (conv_backward), on
+// the window geometry, im2col and col2im of kernels/cpu/window.h.
 //
 // ConvGrad works on chunks of B images per group g (B chosen to bound the column buffer); with a
 // fourth input dW_acc (grad-accumulation's fusion) dW is that accumulator, added to after the
@@ -36,6 +37,101 @@ void check_grad_input(const KernelContext& ctx, const Tensor& dy, const std::vec
     ctx.error(str_cat("dY ", dy.describe(), " does not match the ", what, " output shape ", dims_to_string(dims)));
 }
 
+// The operands of a convolution's backward pass in the convolution's own terms: X [batch, cin,
+// in...], W [cout, cg, kernel...], dY [batch, cout, out...] over geometry g. dx (added to: the
+// caller fills it) and dw (written, or added to with dw_add) are null where not wanted; x may be
+// null where dw is.
+template <typename T>
+struct ConvBackward {
+  const Geometry& g;
+  int64_t batch, cin, cout, group;
+  const T *dy, *x, *w;
+  T *dx, *dw;
+  bool dw_add;
+};
+
+// dY of images [n0, n0 + nb), output channels [m0, m0 + mg) side by side: dYc[m, b*L + l].
+template <typename T>
+void gather_dy(const T* dy, T* dyc, int64_t n0, int64_t nb, int64_t m0, int64_t mg, int64_t cout, int64_t L) {
+#pragma omp parallel for schedule(static) if (mg * nb * L > 65536)
+  for (int64_t m = 0; m < mg; ++m)
+    for (int64_t b = 0; b < nb; ++b)
+      std::memcpy(dyc + (m * nb + b) * L, dy + ((n0 + b) * cout + m0 + m) * L, L * sizeof(T));
+}
+
+// Scatters one group's dW_live [mg, cg * taps] into its dW [mg, cg * k_size]: dead offsets get 0 (or
+// keep their sum when accumulating).
+template <typename T>
+void scatter_live_dw(const T* dwl, T* dg, int64_t mg, int64_t cg, int64_t k_size, const std::vector<int64_t>& taps,
+                     bool add) {
+  const int64_t nt = static_cast<int64_t>(taps.size());
+  if (!add) std::fill(dg, dg + mg * cg * k_size, T(0));
+  for (int64_t m = 0; m < mg; ++m)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t j = 0; j < nt; ++j) dg[(m * cg + c) * k_size + taps[j]] += dwl[(m * cg + c) * nt + j];
+}
+
+// The backward pass: dW from im2col(X) and dY, dX += col2im(W^T dY), per group and chunk of images.
+// ConvGrad runs it for Conv's gradients; ConvTranspose's forward is its data pass (dY = the
+// ConvTranspose input, dX = its output). Kernel offsets that only ever see padding leave im2col and
+// the GEMMs (kc shrinks to kce): their dW is zero (or unchanged when accumulating); the live offsets'
+// weights and weight gradients go through W_live / dW_live [.., cg * live].
+template <typename T>
+void conv_backward(const ConvBackward<T>& a, Scratch& scratch, Scratch& wscratch) {
+  const Geometry& g = a.g;
+  const int64_t L = g.out_plane, cg = a.cin / a.group, mg = a.cout / a.group, kc = cg * g.k_size;
+  if ((!a.dx && !a.dw) || a.batch == 0 || L == 0) {
+    if (a.dw && !a.dw_add) std::fill(a.dw, a.dw + a.cout * kc, T(0));
+    return;
+  }
+  const std::vector<int64_t> taps = live_taps(g);
+  const bool reduced = static_cast<int64_t>(taps.size()) < g.k_size;
+  const int64_t kce = reduced ? cg * static_cast<int64_t>(taps.size()) : kc;
+  const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(kce * L, 1), 1, a.batch);
+  T* cols = scratch.get<T>(static_cast<size_t>(kce * chunk * L + mg * chunk * L));
+  T* dyc = cols + kce * chunk * L;
+  T* wl = nullptr;   // W_live [cout, kce]
+  T* dwl = nullptr;  // one group's dW_live [mg, kce]
+  if (reduced) {
+    wl = wscratch.get<T>(static_cast<size_t>(std::max<int64_t>((a.cout + mg) * kce, 1)));
+    dwl = wl + a.cout * kce;
+    gather_tap_weights(a.w, a.cout, cg, g.k_size, taps, wl);
+  }
+  for (int64_t gi = 0; gi < a.group; ++gi) {
+    T* dwg = a.dw ? (reduced ? dwl : a.dw + gi * mg * kc) : nullptr;
+    const bool add_to_dwg = a.dw_add && !reduced;
+    for (int64_t n0 = 0; n0 < a.batch; n0 += chunk) {
+      const int64_t nb = std::min(chunk, a.batch - n0), ld = nb * L;
+      const bool par = nb > 1 && kce * ld > 32768;
+      gather_dy(a.dy, dyc, n0, nb, gi * mg, mg, a.cout, L);
+      if (dwg) {
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t b = 0; b < nb; ++b) {
+          isa_dispatch_if<std::is_same_v<T, float>>([&] {
+            conv_im2col(g, a.x + ((n0 + b) * a.cin + gi * cg) * g.in_plane, cg, cols + b * L, taps, nb == 1, ld);
+          });
+        }
+        // The first chunk writes the group's dW (beta 0), later chunks add to it.
+        cpu::gemm<T>(false, true, mg, kce, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !add_to_dwg ? T(0) : T(1), dwg, kce);
+      }
+      if (a.dx) {
+        const T* wg = reduced ? wl + gi * mg * kce : a.w + gi * mg * kc;
+        cpu::gemm<T>(true, false, kce, ld, mg, T(1), wg, kce, dyc, ld, T(0), cols, ld);
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t b = 0; b < nb; ++b) {
+          isa_dispatch_if<std::is_same_v<T, float>>([&] {
+            conv_col2im_add(g, cols + b * L, cg, a.dx + ((n0 + b) * a.cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
+          });
+        }
+      }
+    }
+    if (a.dw && reduced && kce > 0)
+      scatter_live_dw(dwl, a.dw + gi * mg * kc, mg, cg, g.k_size, taps, a.dw_add);
+    else if (a.dw && reduced && !a.dw_add)
+      std::fill(a.dw + gi * mg * kc, a.dw + (gi + 1) * mg * kc, T(0));
+  }
+}
+
 class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
  public:
   explicit ConvGradKernel(const Node& n) : w_(n, false), group_(n.attr_i("group", 1)) {
@@ -53,80 +149,18 @@ class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
       ctx.error(
           str_cat("X ", x.describe(), " and W ", w.describe(), " must be N-d tensors of dY's type ", dy.describe()));
     const window::ConvShape cs = window::check_conv_shape(ctx, x, w, group_, w_.kernel);
-    const int64_t batch = cs.batch, cin = cs.cin, cout = cs.cout, cg = cs.cg;
     const Geometry g = resolve_geometry(ctx, w_, cs.in, cs.kernel);
-    std::vector<int64_t> ydims = {batch, cout};
+    std::vector<int64_t> ydims = {cs.batch, cs.cout};
     ydims.insert(ydims.end(), g.out.begin(), g.out.end());
     check_grad_input(ctx, dy, ydims, "Conv");
     T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
     bool dw_add = false;  // add into dW (a fused accumulator after the first micro-step)
     T* dw = dw_output<T>(ctx, w, dw_add);
-    T* db = ctx.has_output(2) ? ctx.allocate_output(2, w.dtype(), {cout}).template data<T>() : nullptr;
-    const int64_t L = g.out_plane, mg = cout / group_, kc = cg * g.k_size;
-    const T* pdy = dy.data<T>();
-    if (db) bias_grad(pdy, db, batch, cout, L);
+    T* db = ctx.has_output(2) ? ctx.allocate_output(2, w.dtype(), {cs.cout}).template data<T>() : nullptr;
+    if (db) bias_grad(dy.data<T>(), db, cs.batch, cs.cout, g.out_plane);
     if (dx) std::fill(dx, dx + x.numel(), T(0));
-    if ((!dx && !dw) || batch == 0 || L == 0) {
-      if (dw && !dw_add) std::fill(dw, dw + w.numel(), T(0));
-      return;
-    }
-    // Kernel offsets that only ever see padding leave im2col and the GEMMs (kc shrinks to kce);
-    // their dW is zero (or unchanged when accumulating). The live offsets' weights and weight
-    // gradients go through W_live / dW_live [.., cg * live].
-    const std::vector<int64_t> taps = live_taps(g);
-    const int64_t nt = static_cast<int64_t>(taps.size());
-    const bool reduced = nt < g.k_size;
-    const int64_t kce = reduced ? cg * nt : kc;
-    const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(kce * L, 1), 1, batch);
-    T* cols = scratch_.get<T>(static_cast<size_t>(kce * chunk * L + mg * chunk * L));
-    T* dyc = cols + kce * chunk * L;
-    const T* px = x.data<T>();
-    const T* pw = w.data<T>();
-    T* wl = nullptr;   // W_live [cout, kce]
-    T* dwl = nullptr;  // one group's dW_live [mg, kce]
-    if (reduced) {
-      T* buf = wscratch_.get<T>(static_cast<size_t>(std::max<int64_t>((cout + mg) * kce, 1)));
-      wl = buf;
-      dwl = buf + cout * kce;
-      gather_tap_weights(pw, cout, cg, g.k_size, taps, wl);
-    }
-    for (int64_t gi = 0; gi < group_; ++gi) {
-      T* dwg = dw ? (reduced ? dwl : dw + gi * mg * kc) : nullptr;
-      const bool add_to_dwg = dw_add && !reduced;
-      for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
-        const int64_t nb = std::min(chunk, batch - n0), ld = nb * L;
-        gather_dy(pdy, dyc, n0, nb, gi * mg, mg, cout, L);
-        if (dw) {
-#pragma omp parallel for schedule(static) if (nb > 1 && kce * ld > 32768)
-          for (int64_t b = 0; b < nb; ++b) {
-            isa_dispatch_if<std::is_same_v<T, float>>([&] {
-              conv_im2col(g, px + ((n0 + b) * cin + gi * cg) * g.in_plane, cg, cols + b * L, taps, nb == 1, ld);
-            });
-          }
-          // The first chunk writes the group's dW (beta 0), later chunks add to it.
-          cpu::gemm<T>(false, true, mg, kce, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !add_to_dwg ? T(0) : T(1), dwg,
-                       kce);
-        }
-        if (dx) {
-          const T* wg = reduced ? wl + gi * mg * kce : pw + gi * mg * kc;
-          cpu::gemm<T>(true, false, kce, ld, mg, T(1), wg, kce, dyc, ld, T(0), cols, ld);
-#pragma omp parallel for schedule(static) if (nb > 1 && kce * ld > 32768)
-          for (int64_t b = 0; b < nb; ++b) {
-            isa_dispatch_if<std::is_same_v<T, float>>([&] {
-              conv_col2im_add(g, cols + b * L, cg, dx + ((n0 + b) * cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
-            });
-          }
-        }
-      }
-      if (dw && reduced) {  // scatter dW_live into the group's dW; dead offsets get 0 (or keep their sum)
-        T* dg = dw + gi * mg * kc;
-        if (!dw_add) std::fill(dg, dg + mg * kc, T(0));
-        if (kce == 0) continue;
-        for (int64_t m = 0; m < mg; ++m)
-          for (int64_t c = 0; c < cg; ++c)
-            for (int64_t j = 0; j < nt; ++j) dg[m * kc + c * g.k_size + taps[j]] += dwl[(m * cg + c) * nt + j];
-      }
-    }
+    conv_backward<T>({g, cs.batch, cs.cin, cs.cout, group_, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw, dw_add},
+                     scratch_, wscratch_);
   }
 
   // Output 1 (dW), or null where it is not wanted: the dW accumulator input 3 where the graph fused
@@ -144,16 +178,6 @@ class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
     return a.data<T>();
   }
 
-  // dYc[m, b*L + l] = dY[n0 + b, m0 + m, l].
-  template <typename T>
-  static void gather_dy(const T* dy, T* dyc, int64_t n0, int64_t nb, int64_t m0, int64_t mg, int64_t cout,
-                        int64_t L) {
-#pragma omp parallel for schedule(static) if (mg * nb * L > 65536)
-    for (int64_t m = 0; m < mg; ++m)
-      for (int64_t b = 0; b < nb; ++b)
-        std::memcpy(dyc + (m * nb + b) * L, dy + ((n0 + b) * cout + m0 + m) * L, L * sizeof(T));
-  }
-
   template <typename T>
   static void bias_grad(const T* dy, T* db, int64_t batch, int64_t cout, int64_t L) {
 #pragma omp parallel for schedule(static) if (batch * cout * L > 32768)
@@ -169,6 +193,38 @@ class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
 
   WindowAttrs w_;
   int64_t group_;
+  Scratch scratch_, wscratch_;
+};
+
+// ConvTranspose(X, W, B?): Y = B + the data gradient of the Conv from Y's shape to X's (W is that
+// Conv's [C, M / group, kernel...] filter), computed by conv_backward with dY = X.
+class ConvTransposeKernel : public cpu::FloatKernel<ConvTransposeKernel> {
+ public:
+  explicit ConvTransposeKernel(const Node& n) : a_(n) {
+    if (a_.group <= 0) fail(n.describe(), ": group must be positive");
+  }
+
+ private:
+  friend cpu::FloatKernel<ConvTransposeKernel>;
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    const window::TransposeShape ts = window::check_conv_transpose(ctx, a_);
+    Tensor& y = ctx.allocate_output(0, x.dtype(), ts.y_dims);
+    T* py = y.data<T>();
+    const int64_t plane = ts.g.in_plane, cout = ts.y_dims[1];
+    if (ctx.has_input(2)) {
+      const T* b = ctx.input(2).data<T>();
+      for (int64_t p = 0; p < x.dim(0) * cout; ++p) std::fill(py + p * plane, py + (p + 1) * plane, b[p % cout]);
+    } else {
+      std::fill(py, py + y.numel(), T(0));
+    }
+    conv_backward<T>({ts.g, x.dim(0), cout, x.dim(1), a_.group, x.data<T>(), nullptr, w.data<T>(), py, nullptr, false},
+                     scratch_, wscratch_);
+  }
+
+  conv_transpose::Attrs a_;
   Scratch scratch_, wscratch_;
 };
 
@@ -248,6 +304,9 @@ void register_cpu_conv_grad_kernels(KernelRegistry& r) {
            .create = [make](const Node& n) -> std::unique_ptr<Kernel> { return make(n); }});
   };
   add("ConvGrad", [](const Node& n) { return std::make_unique<ConvGradKernel>(n); });
+  r.add({.op_type = "ConvTranspose", .dtypes = kFloats, .create = [](const Node& n) -> std::unique_ptr<Kernel> {
+           return std::make_unique<ConvTransposeKernel>(n);
+         }});
   add("MaxPoolGrad", [](const Node& n) { return std::make_unique<PoolGradKernel>(n, true); });
   add("AveragePoolGrad", [](const Node& n) { return std::make_unique<PoolGradKernel>(n, false); });
 }

@@ -19,7 +19,7 @@ void register_cpu_scan_kernels(KernelRegistry& r);         // scan.cc: CumSum, A
 void register_cpu_train_kernels(KernelRegistry& r);        // train.cc: accumulation, optimizers, scaler
 // Gradient ops of the ai.otter domain (the autodiff pass emits them).
 void register_cpu_elementwise_grad_kernels(KernelRegistry& r);  // elementwise_grad.cc: ReluGrad, GeluGrad, ...
-void register_cpu_conv_grad_kernels(KernelRegistry& r);         // conv_grad.cc: ConvGrad, pooling gradients
+void register_cpu_conv_grad_kernels(KernelRegistry& r);         // conv_grad.cc: ConvGrad, ConvTranspose, pool grads
 void register_cpu_nn_grad_kernels(KernelRegistry& r);           // nn_grad.cc: norms, softmax, losses
 void register_cpu_shape_grad_kernels(KernelRegistry& r);        // shape_grad.cc: SliceGrad, GatherGrad, PadGrad
 // half.cc: float16/bfloat16 versions of every float32-only kernel registered before it (computed in

@@ -1,5 +1,6 @@
 // cuDNN convolution: Conv forward (1-3 spatial axes, groups, strides, dilations, symmetric pads,
-// bias) and ConvGrad (backward data, backward filter, bias as a reduction). Descriptors and the
+// bias), ConvGrad (backward data, backward filter, bias as a reduction) and ConvTranspose (backward
+// data of the Conv it is the adjoint of, then the bias). Descriptors and the
 // algorithms are cached per input shape in each node's kernel; the workspace comes from the
 // device's allocator. fp32 convolutions use FMA math (no TF32), so they
 // match the CPU to fp32 rounding; fp16/bf16 use tensor cores with fp32 accumulation.
@@ -42,8 +43,9 @@ std::vector<int> padded_dims(const std::vector<int64_t>& d) {
 // The tensor, filter and convolution descriptors of one (X, W, Y) shape.
 class ConvDescriptors {
  public:
+  // The bias descriptor spans y's channels, or x's with bias_on_x (ConvTranspose: its output is x).
   ConvDescriptors(DataType t, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
-                  const std::vector<int64_t>& y, const window::Geometry& g, int64_t group) {
+                  const std::vector<int64_t>& y, const window::Geometry& g, int64_t group, bool bias_on_x = false) {
     const cudnnDataType_t dt = cudnn_type(t);
     OTTER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
     OTTER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
@@ -53,7 +55,7 @@ class ConvDescriptors {
     set_tensor(x_, dt, padded_dims(x));
     set_tensor(y_, dt, padded_dims(y));
     std::vector<int> b(padded_dims(y).size(), 1);
-    b[1] = to_int(y[1], "channels");
+    b[1] = to_int(bias_on_x ? x[1] : y[1], "channels");
     set_tensor(bias_, dt, b);
     const std::vector<int> wd = padded_dims(w);
     OTTER_CUDNN_CHECK(cudnnSetFilterNdDescriptor(w_, dt, CUDNN_TENSOR_NCHW, static_cast<int>(wd.size()), wd.data()));
@@ -123,6 +125,14 @@ std::vector<int64_t> plan_key(const Tensor& x, const Tensor& w) {
   return key;
 }
 
+// y[n, c, ...] = bias[c] (input 2) for an empty reduction (no input channels or an empty kernel).
+void fill_bias(KernelContext& ctx, Tensor& y) {
+  const Tensor& b = ctx.input(2);
+  std::vector<int64_t> bstrides(static_cast<size_t>(y.rank()), 0);
+  bstrides[1] = 1;
+  copy_strided(ctx, y.dtype(), y.raw(), contiguous_strides(y.dims()), b.raw(), bstrides, y.dims());
+}
+
 struct ForwardPlan {
   std::unique_ptr<ConvDescriptors> desc;
   cudnnConvolutionFwdAlgo_t algo;
@@ -179,7 +189,7 @@ class ConvKernel : public Kernel {
       OTTER_CUDNN_CHECK(cudnnAddTensor(dev.cudnn(), &one, p.desc->bias_, ctx.input(2).raw(), &one, p.desc->y_, y.raw()));
       return;
     }
-    if (ctx.has_input(2)) add_bias(ctx, y);
+    if (ctx.has_input(2)) fill_bias(ctx, y);
   }
 
  private:
@@ -199,14 +209,6 @@ class ConvKernel : public Kernel {
     p.algo = best.algo;
     p.workspace = best.memory;
     return plans_.emplace(key, std::move(p)).first->second;
-  }
-
-  // y[n, c, ...] = bias[c] for an empty reduction (no input channels or an empty kernel).
-  static void add_bias(KernelContext& ctx, Tensor& y) {
-    const Tensor& b = ctx.input(2);
-    std::vector<int64_t> bstrides(static_cast<size_t>(y.rank()), 0);
-    bstrides[1] = 1;
-    copy_strided(ctx, y.dtype(), y.raw(), contiguous_strides(y.dims()), b.raw(), bstrides, y.dims());
   }
 
   window::WindowAttrs w_;
@@ -329,21 +331,94 @@ class ConvGradKernel : public Kernel {
   std::map<std::vector<int64_t>, BackwardPlan> plans_;
 };
 
+// ---- ConvTranspose ------------------------------------------------------------------------------
+
+struct TransposePlan {
+  std::unique_ptr<ConvDescriptors> desc;  // the Conv from Y's shape (its x) to X's (its y)
+  cudnnConvolutionBwdDataAlgo_t algo;
+  size_t workspace;
+};
+
+// ConvTranspose(X, W, B?) {strides, dilations, pads, auto_pad, output_padding, output_shape, group}:
+// cuDNN's backward-data pass of the Conv whose output has X's shape (kernels/common/window.h's
+// check_conv_transpose), then the bias. Symmetric padding only, as for Conv.
+class ConvTransposeKernel : public Kernel {
+ public:
+  explicit ConvTransposeKernel(const Node& n) : a_(n) {
+    if (a_.group <= 0) fail(n.describe(), ": group must be positive");
+  }
+
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Tensor& w = ctx.input(1);
+    if (x.rank() > 5) ctx.error(str_cat("X must have 1 to 3 spatial axes (N, C, spatial...), got ", x.describe()));
+    const window::TransposeShape ts = window::check_conv_transpose(ctx, a_);
+    for (int j = 0; j < ts.g.nsp; ++j)
+      if (ts.g.pb[j] != ts.g.pe[j])
+        ctx.error(str_cat("padding ", ts.g.pb[j], " before and ", ts.g.pe[j], " after spatial axis ", j,
+                          ": the CUDA ConvTranspose (cuDNN) pads symmetrically"));
+    Tensor& y = ctx.allocate_output(0, x.dtype(), ts.y_dims);
+    if (y.numel() == 0) return;
+    CudaDevice& dev = device_of(ctx);
+    if (x.numel() == 0 || w.numel() == 0) {
+      OTTER_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0, y.nbytes(), dev.cuda_stream()));
+      if (ctx.has_input(2)) fill_bias(ctx, y);
+      return;
+    }
+    const TransposePlan& p = plan(dev, x, w, ts);
+    Tensor ws = ctx.scratch(DataType::kUInt8, {static_cast<int64_t>(p.workspace)});
+    const float one = 1.f, zero = 0.f;
+    OTTER_CUDNN_CHECK(cudnnConvolutionBackwardData(dev.cudnn(), &one, p.desc->w_, w.raw(), p.desc->y_, x.raw(),
+                                                   p.desc->conv_, p.algo, ws.raw(), p.workspace, &zero, p.desc->x_,
+                                                   y.raw()));
+    if (ctx.has_input(2))
+      OTTER_CUDNN_CHECK(
+          cudnnAddTensor(dev.cudnn(), &one, p.desc->bias_, ctx.input(2).raw(), &one, p.desc->x_, y.raw()));
+  }
+
+ private:
+  const TransposePlan& plan(CudaDevice& dev, const Tensor& x, const Tensor& w, const window::TransposeShape& ts) {
+    const std::vector<int64_t> key = plan_key(x, w);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    TransposePlan p;
+    p.desc = std::make_unique<ConvDescriptors>(x.dtype(), ts.y_dims, w.dims(), x.dims(), ts.g, a_.group, true);
+    const ConvDescriptors& d = *p.desc;
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    OTTER_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(dev.cudnn(), d.w_, d.y_, d.conv_, d.x_,
+                                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+    const cudnnConvolutionBwdDataAlgoPerf_t best = pick_algorithm(perf, count, "backward-data");
+    OTTER_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv_, best.mathType));
+    p.algo = best.algo;
+    p.workspace = best.memory;
+    return plans_.emplace(key, std::move(p)).first->second;
+  }
+
+  conv_transpose::Attrs a_;
+  std::map<std::vector<int64_t>, TransposePlan> plans_;
+};
+
 }  // namespace
 
 KernelFactory conv_kernel(const std::string& op) {
   if (op == "Conv") return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvKernel>(n); };
   if (op == "ConvGrad")
     return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvGradKernel>(n); };
+  if (op == "ConvTranspose")
+    return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvTransposeKernel>(n); };
   fail("conv_kernel: no CUDA kernel for ", op);
 }
 
 // Plan-time check of the attributes cuDNN cannot serve: explicitly asymmetric pads, SAME padding
-// (asymmetric for even kernel extents) and more than 3 spatial axes.
+// (asymmetric for even kernel extents), ConvTranspose's output_shape (pads that depend on the
+// shapes) and more than 3 spatial axes.
 std::string conv_supports(const Node& n) {
   const std::string auto_pad = n.attr_s("auto_pad", "NOTSET");
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
-    return "the CUDA Conv does not take auto_pad=" + auto_pad + " (cuDNN pads symmetrically)";
+    return "the CUDA " + n.op_type() + " does not take auto_pad=" + auto_pad + " (cuDNN pads symmetrically)";
+  if (!n.attr_ints("output_shape").empty())
+    return "the CUDA ConvTranspose does not take output_shape (its pads may be asymmetric; cuDNN pads symmetrically)";
   const std::vector<int64_t> pads = n.attr_ints("pads");
   const size_t half = pads.size() / 2;
   for (size_t i = 0; i < half; ++i)

@@ -176,6 +176,7 @@ const Row kRows[] = {
       {onnx, "MatMul", kFloat, matmul_kernel},
       {onnx, "Gemm", kFloat, matmul_kernel},
       {onnx, "Conv", kFloat, conv_kernel, conv_supports},
+      {onnx, "ConvTranspose", kFloat, conv_kernel, conv_supports},
       // Pooling (pool.cu).
       {onnx, "MaxPool", kFloat, pool_kernel},
       {onnx, "AveragePool", kFloat, pool_kernel},

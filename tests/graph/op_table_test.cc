@@ -139,7 +139,7 @@ TEST(OpTableRegistry, DefinitionsSplitWhereInputsReplaceAttributes) {
 TEST(OpTableRegistry, PrecisionClassesFollowTheAmpPolicy) {
   const OpTable& t = OpTable::instance();
   auto cls = [&](const char* op) { return t.find("", op, 21)->precision; };
-  for (const char* op : {"MatMul", "Gemm", "Conv"}) EXPECT_EQ(cls(op), PrecisionClass::kLow) << op;
+  for (const char* op : {"MatMul", "Gemm", "Conv", "ConvTranspose"}) EXPECT_EQ(cls(op), PrecisionClass::kLow) << op;
   for (const char* op : {"Exp", "Log", "Pow", "Reciprocal", "Softplus", "LayerNormalization", "Softmax", "LogSoftmax",
                          "ReduceSum", "SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"})
     EXPECT_EQ(cls(op), PrecisionClass::kFp32) << op;
@@ -317,6 +317,62 @@ TEST(OpTableNn, ConvErrors) {
   EXPECT_NE(error_of(grp).find("not divisible by group = 4"), std::string::npos) << error_of(grp);
   Node* kb = b.add("Conv", {x, b.f32("w6", S({4, 3, 3, 3}))}, 1, {{"kernel_shape", std::vector<int64_t>{5, 5}}});
   EXPECT_NE(error_of(kb).find("does not match W's shape"), std::string::npos) << error_of(kb);
+}
+
+// ConvTranspose: sizes from torch.nn.functional.conv_transpose{1,2,3}d, and for output_shape and
+// auto_pad from the shapes of ONNX's test_convtranspose_output_shape / _autopad_same data.
+TEST(OpTableNn, ConvTransposeOutputSizes) {
+  Builder b;
+  using V = std::vector<int64_t>;
+  Value* x = b.f32("x", S({"N", 3, 8, 8}));
+  Value* w = b.f32("w", S({3, 4, 3, 3}));
+  EXPECT_EQ(ty(b.op("ConvTranspose", {x, w, b.f32("bias", S({4}))}, 1,
+                    {{"strides", V{2, 2}}, {"pads", V{1, 1, 1, 1}}, {"output_padding", V{1, 1}}})),
+            "f32[N,4,16,16]");
+  EXPECT_EQ(ty(b.op("ConvTranspose", {b.f32("xg", S({1, 4, 5, 5})), b.f32("wg", S({4, 3, 2, 2}))}, 1,
+                    {{"group", 2}, {"dilations", V{2, 1}}, {"strides", V{1, 3}}})),
+            "f32[1,6,7,14]");
+  EXPECT_EQ(ty(b.op("ConvTranspose", {b.f32("x1", S({1, 2, 7})), b.f32("w1", S({2, 5, 3}))}, 1,
+                    {{"strides", V{3}}, {"pads", V{2, 2}}, {"dilations", V{2}}})),
+            "f32[1,5,19]");
+  EXPECT_EQ(ty(b.op("ConvTranspose", {b.f32("x3", S({1, 2, 3, 4, 5})), b.f32("w3", S({2, 2, 3, 3, 3}))})),
+            "f32[1,2,5,6,7]");
+  EXPECT_EQ(ty(b.op("ConvTranspose", {b.f32("xp", S({1, 2, 3, 3})), b.f32("wp", S({2, 2, 3, 3}))}, 1,
+                    {{"pads", V{0, 1, 0, 1}}})),
+            "f32[1,2,5,3]");
+  Value* xo = b.f32("xo", S({1, 1, 3, 3}));
+  Value* wo = b.f32("wo", S({1, 2, 3, 3}));
+  EXPECT_EQ(ty(b.op("ConvTranspose", {xo, wo}, 1, {{"strides", V{3, 2}}, {"output_shape", V{10, 8}}})),
+            "f32[1,2,10,8]");
+  EXPECT_EQ(ty(b.op("ConvTranspose", {xo, wo}, 1, {{"strides", V{2, 2}}, {"auto_pad", "SAME_UPPER"}})), "f32[1,2,6,6]");
+  // Symbolic spatial sizes: kept where the size is the input's, unknown where it depends on it.
+  Value* xs = b.f32("xs", S({"N", 3, "H", "W"}));
+  EXPECT_EQ(ty(b.op("ConvTranspose", {xs, w}, 1, {{"auto_pad", "SAME_LOWER"}})), "f32[N,4,H,W]");
+  EXPECT_EQ(ty(b.op("ConvTranspose", {xs, w}, 1, {{"strides", V{2, 2}}})), "f32[N,4,?,?]");
+  EXPECT_EQ(ty(b.op("ConvTranspose", {xs, w}, 1, {{"output_shape", V{20, 30}}})), "f32[N,4,20,30]");
+}
+
+TEST(OpTableNn, ConvTransposeErrors) {
+  Builder b;
+  using V = std::vector<int64_t>;
+  Value* x = b.f32("x", S({"N", 3, 8, 8}));
+  Node* ch = b.add("ConvTranspose", {x, b.f32("w", S({2, 4, 3, 3}))});
+  EXPECT_NE(error_of(ch).find("X's channels differ from W's first dimension"), std::string::npos) << error_of(ch);
+  Node* op =
+      b.add("ConvTranspose", {x, b.f32("w2", S({3, 4, 3, 3}))}, 1, {{"strides", V{2, 2}}, {"output_padding", V{2, 0}}});
+  EXPECT_NE(error_of(op).find("output_padding 2 on spatial axis 0 must be smaller than the stride 2"),
+            std::string::npos)
+      << error_of(op);
+  Node* bias = b.add("ConvTranspose", {x, b.f32("w3", S({3, 4, 3, 3})), b.f32("b3", S({3}))});
+  EXPECT_NE(error_of(bias).find("input 2 (B) size differs from the output channels"), std::string::npos)
+      << error_of(bias);
+  Node* pads = b.add("ConvTranspose", {b.f32("x4", S({1, 3, 1, 1})), b.f32("w4", S({3, 4, 1, 1}))}, 1,
+                     {{"pads", V{1, 1, 1, 1}}});
+  EXPECT_NE(error_of(pads).find("pads 1+1 exceed the full output size 1"), std::string::npos) << error_of(pads);
+  Node* grp = b.add("ConvTranspose", {x, b.f32("w5", S({3, 4, 3, 3}))}, 1, {{"group", 2}});
+  EXPECT_NE(error_of(grp).find("not divisible by group = 2"), std::string::npos) << error_of(grp);
+  Node* os = b.add("ConvTranspose", {x, b.f32("w6", S({3, 4, 3, 3}))}, 1, {{"output_shape", V{1, 2, 3}}});
+  EXPECT_NE(error_of(os).find("attribute 'output_shape' has 3 values, expected 2"), std::string::npos) << error_of(os);
 }
 
 TEST(OpTableNn, PoolingOutputSizes) {

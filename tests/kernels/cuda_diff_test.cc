@@ -291,6 +291,13 @@ std::vector<Case> conv_pool_cases() {
   cs.push_back(mk("Conv_1d", "Conv", {T({2, 4, 10}), T({5, 4, 3})}, kF, {{"pads", Ints{2, 2}}}));
   cs.push_back(mk("Conv_3d", "Conv", {T({1, 2, 5, 6, 4}), T({3, 2, 3, 3, 3}), T({3})}, kF));
   cs.push_back(mk("Conv_pointwise", "Conv", {T({2, 8, 5, 5}), T({4, 8, 1, 1})}, kF));
+  cs.push_back(mk("ConvTranspose_stride_pad_outpad_bias", "ConvTranspose", {T({2, 4, 5, 5}), T({4, 3, 3, 3}), T({3})},
+                  kF, {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}, {"output_padding", Ints{1, 1}}}));
+  cs.push_back(mk("ConvTranspose_grouped_dilated", "ConvTranspose", {T({1, 4, 6, 5}), T({4, 2, 3, 2})}, kF,
+                  {{"group", int64_t{2}}, {"dilations", Ints{2, 1}}}));
+  cs.push_back(mk("ConvTranspose_1d", "ConvTranspose", {T({2, 3, 7}), T({3, 2, 4})}, kF, {{"strides", Ints{3}}}));
+  cs.push_back(mk("ConvTranspose_3d", "ConvTranspose", {T({1, 2, 3, 4, 3}), T({2, 3, 2, 2, 2}), T({3})}, kF,
+                  {{"strides", Ints{2, 1, 2}}}));
   cs.push_back(mk("MaxPool_pad_stride_indices", "MaxPool", {T({2, 3, 9, 9})}, kF,
                   {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}, 2));
   cs.push_back(mk("MaxPool_ceil_dilated_colmajor", "MaxPool", {T({1, 2, 10, 7})}, kF,

@@ -153,6 +153,12 @@ TEST_P(HalfKernelTest, ConvolutionAndPooling) {
                      {0, 1, 2}, t);
   check_against_fp32({"Conv", {random({1, 4, 5, 5}, 11), random({4, 1, 3, 3}, 12)}, {{"group", Attribute(int64_t{4})}}},
                      {0, 1}, t);
+  check_against_fp32({"ConvTranspose",
+                      {random({2, 4, 4, 3}, 60), random({4, 3, 3, 3}, 61), random({3}, 62)},
+                      {{"pads", Attribute(std::vector<int64_t>{1, 0, 1, 0})},
+                       {"strides", Attribute(std::vector<int64_t>{2, 2})},
+                       {"output_padding", Attribute(std::vector<int64_t>{1, 0})}}},
+                     {0, 1, 2}, t);
   check_against_fp32({"MaxPool",
                       {random({2, 3, 6, 6}, 13)},
                       {{"kernel_shape", Attribute(std::vector<int64_t>{2, 2})},

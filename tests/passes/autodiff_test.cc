@@ -288,6 +288,29 @@ TEST(Autodiff, UnsupportedFormsNameTheNode) {
             std::string::npos) << err;
 }
 
+// ConvTranspose forms whose adjoint Conv the rule cannot build: output_shape with symbolic spatial
+// sizes (the pads depend on them) and an output extended by a stride or more past the last window.
+TEST(Autodiff, ConvTransposeFormsWithoutARuleNameTheNode) {
+  auto g = import_onnx_text(R"(<ir_version: 8, opset_import: ["" : 17]>
+    agraph (float[1,1,H,W] x) => (float loss) <float[1,2,3,3] w = {1,2,3,4,5,6,7,8,9,1,2,3,4,5,6,7,8,9}> {
+      y = ConvTranspose<strides = [3, 2], output_shape = [10, 8]>(x, w)
+      loss = ReduceSum<keepdims = 0>(y)
+    })");
+  std::string err = error_of([&] { autodiff(*g, {}); });
+  EXPECT_NE(err.find("ConvTranspose (output 'y'): cannot differentiate: the gradient of ConvTranspose with "
+                     "output_shape needs X's spatial sizes to be static"),
+            std::string::npos)
+      << err;
+  auto g2 = import_onnx_text(R"(<ir_version: 8, opset_import: ["" : 17]>
+    agraph (float[1,1,3,3] x) => (float loss) <float[1,2,3,3] w = {1,2,3,4,5,6,7,8,9,1,2,3,4,5,6,7,8,9}> {
+      y = ConvTranspose<strides = [3, 2], output_shape = [12, 8]>(x, w)
+      loss = ReduceSum<keepdims = 0>(y)
+    })");
+  err = error_of([&] { autodiff(*g2, {}); });
+  EXPECT_NE(err.find("output extends 3 positions past its last window on spatial axis 0 (stride 3)"), std::string::npos)
+      << err;
+}
+
 // Through BatchNormalization in training mode: the running statistics stay state updates and get
 // no gradient; scale and bias do.
 TEST(Autodiff, BatchNormRunningStatisticsAreState) {

@@ -302,6 +302,36 @@ TEST(GradCheck, Conv1DAnd3D) {
   check_gradients_both({.op = "Conv", .shapes = {{2, 2, 7}, {3, 2, 3}, {3}}, .attrs = {{"strides", ints({2})}}});
   check_gradients_both({.op = "Conv", .shapes = {{1, 2, 4, 3, 3}, {2, 2, 2, 2, 2}, {2}}});
 }
+// ConvTranspose: dX through Conv, dW through ConvGrad's filter pass, dB a ReduceSum.
+TEST(GradCheck, ConvTranspose) {
+  check_gradients_both({.op = "ConvTranspose", .shapes = {{2, 3, 4, 4}, {3, 2, 3, 3}, {2}}});
+}
+TEST(GradCheck, ConvTransposeStridesPadsOutputPadding) {
+  check_gradients_both(
+      {.op = "ConvTranspose",
+       .shapes = {{2, 2, 3, 4}, {2, 3, 3, 2}, {3}},
+       .attrs = {{"strides", ints({2, 3})}, {"pads", ints({1, 0, 0, 1})}, {"output_padding", ints({1, 2})}}});
+}
+TEST(GradCheck, ConvTransposeGroupsDilations) {
+  check_gradients_both({.op = "ConvTranspose",
+                        .shapes = {{1, 4, 3, 3}, {4, 1, 2, 3}, {2}},
+                        .attrs = {{"group", Attribute(int64_t{2})}, {"dilations", ints({2, 1})}}});
+}
+TEST(GradCheck, ConvTransposeSameAndOutputShape) {
+  check_gradients_both({.op = "ConvTranspose",
+                        .shapes = {{1, 2, 3, 3}, {2, 2, 3, 3}},
+                        .attrs = {{"auto_pad", Attribute("SAME_UPPER")}, {"strides", ints({2, 2})}}});
+  // output_shape past the full output (one bias-only row and column) and inside it (pads 1, 0).
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{10, 8}, std::vector<int64_t>{8, 6}})
+    check_gradients_both({.op = "ConvTranspose",
+                          .shapes = {{1, 1, 3, 3}, {1, 2, 3, 3}, {2}},
+                          .attrs = {{"strides", ints({3, 2})}, {"output_shape", ints(shape)}}});
+}
+TEST(GradCheck, ConvTranspose1DAnd3D) {
+  check_gradients_both(
+      {.op = "ConvTranspose", .shapes = {{2, 2, 5}, {2, 3, 3}, {3}}, .attrs = {{"strides", ints({2})}}});
+  check_gradients_both({.op = "ConvTranspose", .shapes = {{1, 2, 3, 2, 3}, {2, 2, 2, 2, 2}, {2}}});
+}
 TEST(GradCheck, MaxPool) {
   check_gradients_both({.op = "MaxPool", .shapes = {{2, 3, 4, 4}}, .attrs = {{"kernel_shape", ints({2, 2})},
                                                                               {"strides", ints({2, 2})}}});

@@ -41,12 +41,9 @@ const std::vector<std::string> kModels = {
     "roberta",       "gpt2",         "llama",        "t5",     "whisper",  "wav2vec2",
 };
 
-// Models that fail today, and a text their error contains (the op otter does not have yet).
-// The ops are being added on another branch (issue 15); when a model starts to run, its test
-// fails until its line is removed here.
-const std::map<std::string, std::string> kKnownFailures = {
-    {"unet", "unsupported ops: ConvTranspose (node '/up2/ConvTranspose')"},
-};
+// Models that fail today, and a text their error contains (the op otter does not have yet); none
+// at present. When a listed model starts to run, its test fails until its line is removed here.
+const std::map<std::string, std::string> kKnownFailures = {};
 
 // Parameters the PyTorch model freezes (requires_grad False), which ONNX cannot say: trained with
 // --freeze, as docs/exporting.md says. Whisper's encoder positions are a fixed sinusoid table.
