@@ -1,6 +1,10 @@
 // otter-bench: train-step time and peak memory of a model, optionally side by side with PyTorch
 // eager on the same weights, batches, optimizer, precision and thread count (one invocation, so
 // both run on the same machine at the same time of day; compare the ratio, not the milliseconds).
+// Data parallelism: under `mpirun -np N` every rank times its steps of K micro-batches (the
+// gradients all-reduced, or with --zero 1 reduce-scattered) and rank 0 reports the step time and
+// the share spent in collectives; `--ranks N` runs that job itself and one process with the same
+// global batch (--accum N*K), and prints both with their ratio.
 #include <omp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -17,6 +21,8 @@
 
 #include "graph/error.h"
 #include "graph/graph_stats.h"
+#include "kernels/collective.h"
+#include "runtime/distributed.h"
 #include "runtime/json.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
@@ -36,7 +42,8 @@ const char* kUsage =
     "peak memory. MODEL is a path to an .onnx file or one of the benchmark models: mlp, cnn, gpt,\n"
     "resnet18, gpt_large (models/bench/README.md), or 'all'. Batches are seeded random inputs and\n"
     "labels; with --vs-torch the same batches train the PyTorch module the model was exported from\n"
-    "(models/bench/torch_bench.py) in the same invocation and the ratio is printed.\n"
+    "(models/bench/torch_bench.py) in the same invocation and the ratio is printed. Under mpirun -np N\n"
+    "(or with --ranks N) the step is data-parallel and the communication share is reported.\n"
     "\n"
     "options:\n";
 
@@ -118,6 +125,7 @@ struct Result {
   // what was live when the timed steps began; activations measured = arena + transient.
   int64_t arena_bytes = 0, transient_bytes = 0;
   double final_loss = 0;
+  double comm_ms = 0;  // data-parallel: mean time per step inside collectives (waiting included)
   std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
 };
 
@@ -128,6 +136,7 @@ struct Settings {
   bool profile = false;
   LoraOptions lora;  // fine-tune adapters when lora.targets is set
   RecomputePolicy recompute = RecomputePolicy::kNone;
+  int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -163,6 +172,12 @@ void print_profile(const OpProfile& prof, int64_t steps, double step_ms) {
   }
 }
 
+// Seconds this process has spent inside collectives (kernels/collective.h), both engines.
+double comm_seconds() {
+  const World& w = world();
+  return (w.host ? w.host->busy_seconds : 0) + (w.device ? w.device->busy_seconds : 0);
+}
+
 Result bench_otter(const BenchModel& m, const Settings& st, const std::string& data_path) {
   TrainingOptions o;
   o.batch_size = st.batch;
@@ -173,9 +188,14 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.lora = st.lora;
   o.pipeline.recompute.policy = st.recompute;
   o.device = st.device;
+  if (st.ranks > 1) {
+    o.pipeline.all_reduce.world = st.ranks;
+    o.pipeline.all_reduce.zero = st.zero;
+  }
   auto session = TrainingSession::create(m.path, o);
   const int64_t per_step = session->global_batch();
-  auto data = random_samples(*session, per_step * 4, 1);  // four distinct global batches, cycled
+  // Four distinct batches, cycled (each rank its own).
+  auto data = random_samples(*session, per_step * 4, 1 + static_cast<uint64_t>(world().rank()));
   write_npz(data_path, std::vector<std::pair<std::string, Tensor>>(data.begin(), data.end()));
   reset_host_peak_bytes();
   const int64_t live_before = host_live_bytes();
@@ -183,7 +203,9 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   Result r{"otter", session->device().describe()};
   OpProfile::global().enabled = st.profile;
   OpProfile::global().reset();
+  double comm_before = 0;
   for (int64_t s = 0; s < st.warmup + st.steps; ++s) {
+    if (s == st.warmup) comm_before = comm_seconds();
     auto batch = rows(data, (s % 4) * per_step, per_step);
     auto t0 = std::chrono::steady_clock::now();
     r.final_loss = session->train_step(batch).loss;  // returns after the step's metrics reached the host
@@ -192,6 +214,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
     if (st.profile && s + 1 == st.warmup) OpProfile::global().reset();
   }
   r.ms = summarize(ms);
+  r.comm_ms = 1000 * (comm_seconds() - comm_before) / static_cast<double>(st.steps);
   r.peak_bytes = static_cast<int64_t>(session->device().peak_bytes());
   r.peak_rss_bytes = peak_rss_bytes();
   r.plan = compute_graph_stats(session->graph());
@@ -263,6 +286,10 @@ std::string json_line(const BenchModel& m, const Settings& st, const Result& min
   j.add("accum", st.accum).add("threads", st.threads).add("steps", st.steps).add("optimizer", st.optimizer);
   j.add("ms_per_step", mine.ms.median).add("ms_min", mine.ms.min).add("ms_max", mine.ms.max);
   j.add("peak_bytes", mine.peak_bytes).add("peak_rss_bytes", mine.peak_rss_bytes).add("final_loss", mine.final_loss);
+  if (st.ranks > 1) {
+    j.add("ranks", st.ranks).add("zero", st.zero).add("comm_ms_per_step", mine.comm_ms);
+    j.add("optimizer_state_bytes", mine.plan ? mine.plan->optimizer_state.bytes : 0);
+  }
   if (torch) {
     j.add("torch", torch->framework).add("torch_ms_per_step", torch->ms.median).add("torch_ms_min", torch->ms.min);
     j.add("torch_ms_max", torch->ms.max).add("torch_peak_bytes", torch->peak_bytes);
@@ -270,6 +297,58 @@ std::string json_line(const BenchModel& m, const Settings& st, const Result& min
     j.add("ratio", mine.ms.median / torch->ms.median);
   }
   return j.str();
+}
+
+// Reads a child's standard output; fails naming `cmd` on a non-zero exit.
+std::string run_child(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  OTTER_CHECK(p, "otter-bench: cannot start ", cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  OTTER_CHECK(rc == 0, "otter-bench: the data-parallel run failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
+              "): ", cmd, "\n", out);
+  return out;
+}
+
+// --ranks N: the same bench as a job of N ranks under mpirun (Open MPI's TCP transport, as the
+// distributed tests use) and as one process taking the same global batch (--accum N*K); prints both.
+int run_ranks(const BenchModel& m, const Settings& st, int64_t ranks, const std::string& data, int argc, char** argv) {
+  std::ostringstream cmd;
+  cmd << "mpirun -np " << ranks << " --oversubscribe --mca pml ob1 --mca btl self,tcp"
+      << (getuid() == 0 ? " --allow-run-as-root" : "") << " '" << fs::read_symlink("/proc/self/exe").string() << "'";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--ranks") {
+      ++i;
+      continue;
+    }
+    if (a != "--json") cmd << " '" << a << "'";
+  }
+  cmd << " --json";
+  const std::string out = run_child(cmd.str());
+  const std::string last = out.substr(out.rfind('{'));
+  auto j = parse_flat_json(last, "the rank 0 output of " + cmd.str());
+  auto num = [&](const char* k) { return std::stod(j.at(k)); };
+  Settings one = st;
+  one.accum = st.accum * ranks;
+  Result single = bench_otter(m, one, data);
+  const double dp_ms = num("ms_per_step"), comm = num("comm_ms_per_step");
+  std::printf("%s (batch %lld, global batch %lld, %s, %s, %lld threads per process)\n", m.name.c_str(),
+              static_cast<long long>(st.batch), static_cast<long long>(st.batch * one.accum), st.precision.c_str(),
+              st.optimizer.c_str(), static_cast<long long>(st.threads));
+  std::printf("  1 process, accum %lld: %9.2f ms/step (min %.2f, max %.2f), optimizer state %s\n",
+              static_cast<long long>(one.accum), single.ms.median, single.ms.min, single.ms.max,
+              mib(single.plan->optimizer_state.bytes).c_str());
+  std::printf("  %lld ranks, accum %lld%s: %9.2f ms/step (min %.2f, max %.2f), communication %.2f ms/step (%.1f%%), "
+              "optimizer state per rank %s\n", static_cast<long long>(ranks), static_cast<long long>(st.accum),
+              st.zero ? ", zero 1" : "", dp_ms, num("ms_min"), num("ms_max"), comm, 100 * comm / dp_ms,
+              mib(static_cast<int64_t>(num("optimizer_state_bytes"))).c_str());
+  std::printf("  step time %lld ranks / 1 process: %.2f; compute share %.2f, communication share %.2f\n",
+              static_cast<long long>(ranks), dp_ms / single.ms.median, (dp_ms - comm) / single.ms.median,
+              comm / single.ms.median);
+  return 0;
 }
 
 // The benchmark models `want` names ("all", one of kModels, or an ONNX file), checked to exist.
@@ -309,6 +388,9 @@ int run(int argc, char** argv) {
       {"vs-full", false, "with --lora: also full fp32 fine-tuning of every parameter, for the memory it needs"},
       {"recompute", true, "none|cheap|layers: recompute activations in the backward pass (passes/recompute.h)", "P"},
       {"vs-recompute", false, "with --recompute: also run without recomputation and print the ratios"},
+      {"ranks", true, "also run the step data-parallel on N ranks (mpirun on this machine) against one process "
+                      "with the same global batch (--accum N*K)", "N"},
+      {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
       {"help", false, "show this help"},
   });
   args.parse(argc, argv, 1);
@@ -325,10 +407,19 @@ int run(int argc, char** argv) {
   openblas_set_num_threads(omp_get_max_threads());
   const std::string root = OTTER_SOURCE_DIR;
   const std::vector<BenchModel> models = models_to_run(args, root);
+  // Under mpirun: one rank of a data-parallel job; rank 0 alone prints.
+  const DistributedInfo dist = init_distributed(DistributedMode::kAuto, 300);
+  if (dist.rank != 0 && !std::freopen("/dev/null", "w", stdout)) fail("rank ", dist.rank, ": cannot silence stdout");
+  const int64_t ranks = args.get_int("ranks", 1);
+  OTTER_CHECK(ranks >= 1 && (ranks == 1 || (dist.size == 1 && models.size() == 1)),
+              "otter-bench: --ranks takes N >= 1, one model, and is not itself run under mpirun");
   Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
               args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
               args.get_float("lr", 1e-3)};
   st.profile = args.has("profile");
+  st.ranks = dist.size;
+  st.zero = args.get_int("zero", 0);
+  OTTER_CHECK(st.zero == 0 || st.zero == 1, "otter-bench: --zero must be 0 or 1");
   if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
   st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
   OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
@@ -351,6 +442,7 @@ int run(int argc, char** argv) {
   for (const BenchModel& m : models) {
     st.batch = args.get_int("batch", m.batch);
     const std::string data = (tmp / (m.name + ".npz")).string();
+    if (ranks > 1) return run_ranks(m, st, ranks, data, argc, argv);
     Result mine = bench_otter(m, st, data);
     std::optional<Result> theirs;
     if (args.has("vs-torch")) theirs = bench_torch(m, st, data, root);
@@ -367,6 +459,10 @@ int run(int argc, char** argv) {
       std::printf("  LoRA: %s\n", lora_step(p).c_str());
     }
     print_row(mine, !st.lora.targets.empty());
+    if (st.ranks > 1)
+      std::printf("  %lld ranks%s: communication %.2f ms/step (%.1f%% of the step), optimizer state per rank %s\n",
+                  static_cast<long long>(st.ranks), st.zero ? " (zero 1)" : "", mine.comm_ms,
+                  100 * mine.comm_ms / mine.ms.median, mib(mine.plan->optimizer_state.bytes).c_str());
     if (args.has("vs-full")) {
       Settings full = st;
       full.lora = LoraOptions();
@@ -382,9 +478,20 @@ int run(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
+  finalize_distributed();
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) { return otter::cli::guarded_main(run, argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    const DistributedInfo d = distributed_info();
+    std::cerr << "error" << (d.size > 1 ? str_cat(" (rank ", d.rank, " of ", d.size, ")") : "") << ": " << e.what()
+              << "\n";
+    if (d.size > 1) abort_distributed(1);  // the other ranks would wait for this one
+    return 1;
+  }
+}

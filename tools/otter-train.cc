@@ -162,7 +162,7 @@ int cmd_train(int argc, char** argv) {
   if (session->steps_taken() >= total) std::printf("the checkpoint has already taken %" PRId64 " steps\n", total);
   print_parameter_selection(model, *session);
 
-  TrainLoop loop{total, per_epoch, epochs, global, lead ? args.get("save") : "", eval ? &*eval : nullptr};
+  TrainLoop loop{total, per_epoch, epochs, global, args.get("save", ""), eval ? &*eval : nullptr};
   loop.dist = dist;
   loop.log_every = log_every_flag ? log_every_flag : steps_flag ? std::max<int64_t>(1, total / 10) : 0;
   NonFiniteMonitor nonfinite(parse_nonfinite_policy(args.get("on-nonfinite", "stop")), *session);
