@@ -113,7 +113,8 @@ void finish_all_reduce(Graph& g, int64_t world) {
 }
 
 std::string AllReducePass::summary() const {
-  return "average the accumulated gradients across N ranks in buckets at the start of the apply program";
+  return "average the accumulated gradients across N ranks in buckets at the start of the apply program (zero=1: "
+         "reduce-scatter them, shard the optimizer state, all-gather the new weights)";
 }
 
 std::string AllReducePass::unmet_precondition(const Graph& g) const { return all_reduce_precondition(g); }

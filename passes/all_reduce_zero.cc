@@ -131,6 +131,9 @@ int64_t shard_update(Graph& g, Value* p, Value* grad_shard, int64_t world, std::
     shards += str_cat(shards.empty() ? "" : ",", v->name(), "=", p->name());
   }
   infer_node(*u);
+  // The update now writes shards (%w.shard.new); the gathered weight takes the name %w.new.
+  g.rename_value(u->output(0), g.unique_name(p->name() + ".shard.new"));
+  if (half) g.rename_value(u->output(s.half_out), g.unique_name(half->name() + ".shard.new"));
   Node* after = next_node(g, u);
   Value* full = apply_node(g, "AllGather", {u->output(0), p}, p->name() + ".new", after, w)->output(0);
   g.state_updates[p] = full;

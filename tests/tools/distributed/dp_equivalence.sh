@@ -19,6 +19,9 @@ trap 'rm -rf "$dir"' EXIT
 run_mpi 2 "$bin" train "$model" --data "$data" --device cpu --accum "$k" --export "$dir/two.onnx" \
   --log-json "$dir/two.jsonl" "$@" > "$dir/two.txt" || { cat "$dir/two.txt"; exit 1; }
 grep -q "N=2 ranks" "$dir/two.txt" || { echo "FAIL: the mpirun run did not train on 2 ranks:"; cat "$dir/two.txt"; exit 1; }
+if [[ " $* " == *" --zero 1 "* ]] && ! grep -q "N=2 ranks (ZeRO-1)" "$dir/two.txt"; then
+  echo "FAIL: --zero 1 was not in effect:"; cat "$dir/two.txt"; exit 1
+fi
 lines=$(grep -c "^training .* on " "$dir/two.txt" || true)
 [ "$lines" = 1 ] || { echo "FAIL: $lines ranks printed (rank 0 alone should)"; cat "$dir/two.txt"; exit 1; }
 /usr/bin/python3 "$here/compare_runs.py" "$dir/two.onnx" "$dir/one.onnx" --rtol "$rtol" \
