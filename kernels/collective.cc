@@ -114,11 +114,12 @@ void run_all_gather(KernelContext& ctx, bool on_host, const DeviceBytes& bytes) 
     ctx.error(str_cat("input 0 (", shard.describe(), ") is not a shard of ", c, " elements of ", dst.describe()));
   ctx.alias_output(0, dst, dst.dims());
   const int64_t padded = c * comm.size();
-  Tensor whole(dst.dtype(), {padded}, dst.storage(), dst.offset());
+  Tensor whole(dst.dtype(), {dst.numel()}, dst.storage(), dst.offset());
   if (padded == dst.numel()) {
     comm.all_gather(shard, whole);
     return;
   }
+  // The last shard's padding does not fit the weight: gather into scratch, copy the weight's part.
   Tensor full = ctx.scratch(dst.dtype(), {padded});
   comm.all_gather(shard, full);
   bytes.copy(whole.raw(), full.raw(), dst.nbytes(), stream_of(ctx));

@@ -369,8 +369,8 @@ std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& 
   return models;
 }
 
-int run(int argc, char** argv) {
-  cli::Args args("otter-bench", {
+std::vector<cli::FlagSpec> bench_flags() {
+  return {
       {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8)", "B"},
       {"accum", true, "micro-batches per optimizer step K (default 1)", "K"},
       {"precision", true, "fp32|fp16|bf16 (default fp32)", "P"},
@@ -392,7 +392,33 @@ int run(int argc, char** argv) {
                       "with the same global batch (--accum N*K)", "N"},
       {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
       {"help", false, "show this help"},
-  });
+  };
+}
+
+// The bench's settings from its flags, checked; `ranks`: the size of the job this process is in.
+Settings read_settings(const cli::Args& args, int64_t ranks) {
+  Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
+              args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
+              args.get_float("lr", 1e-3)};
+  st.profile = args.has("profile");
+  st.ranks = ranks;
+  st.zero = args.get_int("zero", 0);
+  OTTER_CHECK(st.zero == 0 || st.zero == 1, "otter-bench: --zero must be 0 or 1");
+  if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
+  st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
+  OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
+  OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
+              "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");
+  OTTER_CHECK(!args.has("vs-full") || args.has("lora"), "otter-bench: --vs-full compares against --lora; give both");
+  OTTER_CHECK(!args.has("lora") || !args.has("vs-torch"), "otter-bench: --vs-torch has no LoRA counterpart");
+  OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
+              "--warmup >= 0");
+  OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
+  return st;
+}
+
+int run(int argc, char** argv) {
+  cli::Args args("otter-bench", bench_flags());
   args.parse(argc, argv, 1);
   if (args.has("help") || args.positional().empty()) {
     std::cout << kUsage << args.help();
@@ -413,23 +439,7 @@ int run(int argc, char** argv) {
   const int64_t ranks = args.get_int("ranks", 1);
   OTTER_CHECK(ranks >= 1 && (ranks == 1 || (dist.size == 1 && models.size() == 1)),
               "otter-bench: --ranks takes N >= 1, one model, and is not itself run under mpirun");
-  Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
-              args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
-              args.get_float("lr", 1e-3)};
-  st.profile = args.has("profile");
-  st.ranks = dist.size;
-  st.zero = args.get_int("zero", 0);
-  OTTER_CHECK(st.zero == 0 || st.zero == 1, "otter-bench: --zero must be 0 or 1");
-  if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
-  st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
-  OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
-  OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
-              "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");
-  OTTER_CHECK(!args.has("vs-full") || args.has("lora"), "otter-bench: --vs-full compares against --lora; give both");
-  OTTER_CHECK(!args.has("lora") || !args.has("vs-torch"), "otter-bench: --vs-torch has no LoRA counterpart");
-  OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
-              "--warmup >= 0");
-  OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
+  Settings st = read_settings(args, dist.size);
   const fs::path tmp = fs::temp_directory_path() / ("otter-bench-" + std::to_string(getpid()));
   fs::create_directories(tmp);
   struct RemoveOnExit {  // also when a model fails
