@@ -44,7 +44,8 @@ const OptionTable<AllReduceOptions>& AllReduceOptions::table() {
       option("world", &S::world, "ranks of the data-parallel job (N)").at_least(1).always(),
       option("bucket", &S::bucket, "bytes of gradients per all-reduce (a bucket holds at least one tensor)"),
       option("zero", &S::zero, "ZeRO stage: 0 all-reduce, 1 reduce-scatter and shard the optimizer state")
-          .at_least(0).at_most(1),
+          .at_least(0)
+          .at_most(1),
   };
   return t;
 }

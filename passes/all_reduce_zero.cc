@@ -37,8 +37,8 @@ Node* next_node(const Graph& g, const Node* n) {
   return nullptr;
 }
 
-Node* apply_node(Graph& g, const std::string& op, const std::vector<Value*>& ins, const std::string& out,
-                 Node* before, const std::map<std::string, Attribute>& attrs, const std::string& domain = kOtterDomain) {
+Node* apply_node(Graph& g, const std::string& op, const std::vector<Value*>& ins, const std::string& out, Node* before,
+                 const std::map<std::string, Attribute>& attrs, const std::string& domain = kOtterDomain) {
   Node* n = g.add_node(op, ins, {g.unique_name(out)}, domain, before);
   n->set_program(Program::kApply);
   for (const auto& [k, a] : attrs) n->set_attr(k, a);
@@ -80,11 +80,14 @@ void combine_finite(Graph& g, int64_t world) {
   const std::map<std::string, Attribute> none;
   Value* bad = apply_node(g, "Not", {local}, local->name() + ".not", before, none, "")->output(0);
   Value* bad_f = apply_node(g, "Cast", {bad}, bad->name() + ".f32", before,
-                            {{"to", Attribute(static_cast<int64_t>(dtype_to_onnx(DataType::kFloat32)))}}, "")->output(0);
+                            {{"to", Attribute(static_cast<int64_t>(dtype_to_onnx(DataType::kFloat32)))}}, "")
+                     ->output(0);
   Value* bad_sum = apply_node(g, "AllReduce", {bad_f}, bad_f->name() + ".reduced", before,
-                              {{"op", Attribute(std::string("sum"))}, {"world", Attribute(world)}})->output(0);
+                              {{"op", Attribute(std::string("sum"))}, {"world", Attribute(world)}})
+                       ->output(0);
   Value* any_bad = apply_node(g, "Cast", {bad_sum}, local->name() + ".any_rank_not", before,
-                              {{"to", Attribute(static_cast<int64_t>(dtype_to_onnx(DataType::kBool)))}}, "")->output(0);
+                              {{"to", Attribute(static_cast<int64_t>(dtype_to_onnx(DataType::kBool)))}}, "")
+                       ->output(0);
   Value* global = apply_node(g, "Not", {any_bad}, local->name() + ".all_ranks", before, none, "")->output(0);
   redirect(g, local, global, users, output);
   facts.finite = global->name();

@@ -10,9 +10,9 @@
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
 #include "kernels/collective.h"
-#include "passes/mixed_precision.h"
 #include "passes/all_reduce.h"
 #include "passes/batchnorm_mode.h"
+#include "passes/mixed_precision.h"
 #include "runtime/constant_eval.h"
 #include "runtime/initial_values.h"
 
@@ -355,8 +355,8 @@ void TrainingSession::restore(const Checkpoint& c) {
   OTTER_CHECK(m.batch_size == opts_.batch_size && m.accum == accum_ && m.seed == opts_.seed,
               "it was written with batch size ", m.batch_size, ", K ", m.accum, " and seed ", m.seed,
               "; this session has ", opts_.batch_size, ", ", accum_, " and ", opts_.seed);
-  OTTER_CHECK(m.ranks == ranks_, "it was written by a data-parallel job of ", m.ranks, " rank",
-              m.ranks == 1 ? "" : "s", ", and this job has ", ranks_, ": resume it ",
+  OTTER_CHECK(m.ranks == ranks_, "it was written by a data-parallel job of ", m.ranks, " rank", m.ranks == 1 ? "" : "s",
+              ", and this job has ", ranks_, ": resume it ",
               m.ranks == 1 ? std::string("in one process") : str_cat("under mpirun -np ", m.ranks));
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : c.tensors) given[name] = &t;
@@ -373,8 +373,7 @@ void TrainingSession::restore(const Checkpoint& c) {
     // A sharded optimizer state is stored whole, in its parameter's shape.
     const Value* whole = shards_.count(name) ? graph_->value(shards_.at(name)) : v;
     if (t.dtype() != v->dtype() || !(Shape::of(t.dims()) == whole->shape()))
-      problems.push_back(str_cat("tensor '", name, "' is ", t.describe(), ", the session has ",
-                                   whole->type_string()));
+      problems.push_back(str_cat("tensor '", name, "' is ", t.describe(), ", the session has ", whole->type_string()));
     given.erase(it);
   }
   for (const auto& [name, t] : given) problems.push_back(str_cat("unexpected tensor '", name, "' (", t->describe(), ")"));

@@ -125,7 +125,7 @@ struct Result {
   // what was live when the timed steps began; activations measured = arena + transient.
   int64_t arena_bytes = 0, transient_bytes = 0;
   double final_loss = 0;
-  double comm_ms = 0;  // data-parallel: mean time per step inside collectives (waiting included)
+  double comm_ms = 0;              // data-parallel: mean time per step inside collectives (waiting included)
   std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
 };
 
@@ -341,10 +341,11 @@ int run_ranks(const BenchModel& m, const Settings& st, int64_t ranks, const std:
   std::printf("  1 process, accum %lld: %9.2f ms/step (min %.2f, max %.2f), optimizer state %s\n",
               static_cast<long long>(one.accum), single.ms.median, single.ms.min, single.ms.max,
               mib(single.plan->optimizer_state.bytes).c_str());
-  std::printf("  %lld ranks, accum %lld%s: %9.2f ms/step (min %.2f, max %.2f), communication %.2f ms/step (%.1f%%), "
-              "optimizer state per rank %s\n", static_cast<long long>(ranks), static_cast<long long>(st.accum),
-              st.zero ? ", zero 1" : "", dp_ms, num("ms_min"), num("ms_max"), comm, 100 * comm / dp_ms,
-              mib(static_cast<int64_t>(num("optimizer_state_bytes"))).c_str());
+  std::printf(
+      "  %lld ranks, accum %lld%s: %9.2f ms/step (min %.2f, max %.2f), communication %.2f ms/step (%.1f%%), "
+      "optimizer state per rank %s\n",
+      static_cast<long long>(ranks), static_cast<long long>(st.accum), st.zero ? ", zero 1" : "", dp_ms, num("ms_min"),
+      num("ms_max"), comm, 100 * comm / dp_ms, mib(static_cast<int64_t>(num("optimizer_state_bytes"))).c_str());
   std::printf("  step time %lld ranks / 1 process: %.2f; compute share %.2f, communication share %.2f\n",
               static_cast<long long>(ranks), dp_ms / single.ms.median, (dp_ms - comm) / single.ms.median,
               comm / single.ms.median);
@@ -388,8 +389,10 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"vs-full", false, "with --lora: also full fp32 fine-tuning of every parameter, for the memory it needs"},
       {"recompute", true, "none|cheap|layers: recompute activations in the backward pass (passes/recompute.h)", "P"},
       {"vs-recompute", false, "with --recompute: also run without recomputation and print the ratios"},
-      {"ranks", true, "also run the step data-parallel on N ranks (mpirun on this machine) against one process "
-                      "with the same global batch (--accum N*K)", "N"},
+      {"ranks", true,
+       "also run the step data-parallel on N ranks (mpirun on this machine) against one process "
+       "with the same global batch (--accum N*K)",
+       "N"},
       {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
       {"help", false, "show this help"},
   };

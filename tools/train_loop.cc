@@ -65,8 +65,10 @@ std::vector<cli::FlagSpec> distributed_flags() {
       {"distributed", true, "auto|mpi|off: join the MPI job mpirun started (auto: when launched by mpirun)", "MODE"},
       {"comm-timeout", true, "seconds a collective may wait for the other ranks before failing (default 300)", "S"},
       {"bucket", true, "bytes of gradients per all-reduce under mpirun (default 25MiB)", "BYTES"},
-      {"zero", true, "0|1: ZeRO stage under mpirun; 1: reduce-scatter, each rank keeps 1/N of the optimizer state "
-                     "(default 0; no effect in one process)", "STAGE"},
+      {"zero", true,
+       "0|1: ZeRO stage under mpirun; 1: reduce-scatter, each rank keeps 1/N of the optimizer state "
+       "(default 0; no effect in one process)",
+       "STAGE"},
   };
 }
 

@@ -153,19 +153,16 @@ void register_internal_ops(OpTable& t) {
                    require_float(ctx, 0);
                    ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx));
                  }));
-  t.add(internal("Shard", "a copy of this rank's shard of the input (ZeRO-1)", [shard_shape](InferContext& ctx) {
-    ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx));
+  t.add(internal("Shard", "a copy of this rank's shard of the input (ZeRO-1)",
+                 [shard_shape](InferContext& ctx) { ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx)); }));
+  t.add(internal("AllGather", "the ranks' shards, in rank order, written into input 1 (ZeRO-1)", [](InferContext& ctx) {
+    const int64_t n = ctx.node().attr_i("world", 1);
+    const Shape& full = shape_of(ctx, 1);
+    if (ctx.in_dtype(0) != ctx.in_dtype(1)) ctx.error("the shard and the target differ in type");
+    if (!full.is_static() || !shape_of(ctx, 0).is_static() || shape_of(ctx, 0).numel() != (full.numel() + n - 1) / n)
+      ctx.error("input 0 must be a shard of ceil(numel/world) elements of input 1");
+    ctx.set_output(0, ctx.in_dtype(1), full);
   }));
-  t.add(internal("AllGather", "the ranks' shards, in rank order, written into input 1 (ZeRO-1)",
-                 [](InferContext& ctx) {
-                   const int64_t n = ctx.node().attr_i("world", 1);
-                   const Shape& full = shape_of(ctx, 1);
-                   if (ctx.in_dtype(0) != ctx.in_dtype(1)) ctx.error("the shard and the target differ in type");
-                   if (!full.is_static() || !shape_of(ctx, 0).is_static() ||
-                       shape_of(ctx, 0).numel() != (full.numel() + n - 1) / n)
-                     ctx.error("input 0 must be a shard of ceil(numel/world) elements of input 1");
-                   ctx.set_output(0, ctx.in_dtype(1), full);
-                 }));
   register_optimizer_ops(t);
   // The accumulate and update kernels write their state input in place and return it as the output.
   t.mutable_find(kOtterDomain, "AccumulateGrad", 1)->views = {{0, 0}};

@@ -1,5 +1,5 @@
-// CPU kernels of the collective ops (ai.otter.AllReduce, and ZeRO-1's ReduceScatter, Shard, AllGather): they hand host tensors to the job's host
-// communicator (kernels/collective.h; MPI when the runtime joined a job), in place.
+// CPU kernels of the collective ops (ai.otter.AllReduce, and ZeRO-1's ReduceScatter, Shard, AllGather): they hand host
+// tensors to the job's host communicator (kernels/collective.h; MPI when the runtime joined a job), in place.
 #include "graph/op_table.h"
 #include "kernels/collective.h"
 #include "kernels/cpu/cpu_kernels.h"

@@ -1,9 +1,9 @@
 // The NCCL engine of the collective interface (kernels/collective.h) for CUDA tensors, and the CUDA
 // kernels of ai.otter.AllReduce and of ZeRO-1's ReduceScatter, Shard and AllGather. Built with
-// the CUDA backend where CMake finds NCCL and MPI (OTTER_HAVE_NCCL). The communicator is bootstrapped over the host (MPI) communicator: rank 0
-// makes the ncclUniqueId and broadcasts it. NCCL runs non-blocking on the device's stream; the
-// host polls the stream and the communicator's error state until done or until the deadline, then
-// aborts the communicator and fails naming the collective.
+// the CUDA backend where CMake finds NCCL and MPI (OTTER_HAVE_NCCL). The communicator is bootstrapped over the host
+// (MPI) communicator: rank 0 makes the ncclUniqueId and broadcasts it. NCCL runs non-blocking on the device's stream;
+// the host polls the stream and the communicator's error state until done or until the deadline, then aborts the
+// communicator and fails naming the collective.
 #include <nccl.h>
 
 #include <chrono>
@@ -152,7 +152,8 @@ class AllReduceKernel : public Kernel {
 const DeviceBytes& cuda_bytes() {
   static const DeviceBytes b{
       [](void* dst, const void* src, size_t n, void* stream) {
-        if (n) OTTER_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+        if (n)
+          OTTER_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
       },
       [](void* dst, size_t n, void* stream) {
         if (n) OTTER_CUDA_CHECK(cudaMemsetAsync(dst, 0, n, static_cast<cudaStream_t>(stream)));
