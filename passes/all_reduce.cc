@@ -50,6 +50,12 @@ const OptionTable<AllReduceOptions>& AllReduceOptions::table() {
   return t;
 }
 
+Node* first_apply_node(const Graph& g, const std::string& what) {
+  for (const auto& n : g.nodes())
+    if (n->program() == Program::kApply) return n.get();
+  fail(what, ": the apply program is empty");
+}
+
 int64_t data_parallel_ranks(const Graph& g) {
   auto it = g.metadata.find(kRanksKey);
   if (it == g.metadata.end()) return 1;
@@ -71,13 +77,7 @@ AllReduceStats all_reduce_gradients(Graph& g, const AllReduceOptions& o) {
   std::string unmet = all_reduce_precondition(g);
   OTTER_CHECK(unmet.empty(), "all-reduce: ", unmet);
   OTTER_CHECK(o.zero == 0, "all-reduce: zero=", o.zero, " shards the optimizer state (shard_optimizer_state)");
-  Node* first_apply = nullptr;
-  for (const auto& n : g.nodes())
-    if (n->program() == Program::kApply) {
-      first_apply = n.get();
-      break;
-    }
-  OTTER_CHECK(first_apply, "all-reduce: the apply program is empty");
+  Node* first_apply = first_apply_node(g, "all-reduce");
   AllReduceStats st;
   std::set<const Node*> reducers;
   for (const std::vector<Value*>& bucket : make_buckets(g, o.bucket.bytes)) {

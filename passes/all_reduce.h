@@ -63,6 +63,8 @@ struct ZeroStats {
 };
 
 AllReduceStats all_reduce_gradients(Graph& g, const AllReduceOptions& o);
+// The first node of the apply program; fails naming `what` when there is none.
+Node* first_apply_node(const Graph& g, const std::string& what);
 // Both modes: records N in the graph and makes the backward seed S/(N*K).
 void finish_all_reduce(Graph& g, int64_t world);
 // zero=1: the rewrite described above, for a job of `world` ranks (passes/all_reduce_zero.cc).

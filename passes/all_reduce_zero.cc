@@ -170,13 +170,7 @@ std::map<std::string, std::string> zero_shards(const Graph& g) {
 }
 
 ZeroStats shard_optimizer_state(Graph& g, int64_t world) {
-  Node* first_apply = nullptr;
-  for (const auto& n : g.nodes())
-    if (n->program() == Program::kApply) {
-      first_apply = n.get();
-      break;
-    }
-  OTTER_CHECK(first_apply, "all-reduce{zero=1}: the apply program is empty");
+  Node* first_apply = first_apply_node(g, "all-reduce{zero=1}");
   ZeroStats st;
   std::string shards;
   // Every reduce-scatter first (the gradients of the whole step), then the apply program's readers
