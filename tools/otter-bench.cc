@@ -338,14 +338,15 @@ int run_ranks(const BenchModel& m, const Settings& st, int64_t ranks, const std:
   std::printf("%s (batch %lld, global batch %lld, %s, %s, %lld threads per process)\n", m.name.c_str(),
               static_cast<long long>(st.batch), static_cast<long long>(st.batch * one.accum), st.precision.c_str(),
               st.optimizer.c_str(), static_cast<long long>(st.threads));
-  std::printf("  1 process, accum %lld: %9.2f ms/step (min %.2f, max %.2f), optimizer state %s\n",
+  const auto one_state = static_cast<long long>(single.plan->optimizer_state.bytes);
+  std::printf("  1 process, accum %lld: %9.2f ms/step (min %.2f, max %.2f), optimizer state %s (%lld B)\n",
               static_cast<long long>(one.accum), single.ms.median, single.ms.min, single.ms.max,
-              mib(single.plan->optimizer_state.bytes).c_str());
-  std::printf(
-      "  %lld ranks, accum %lld%s: %9.2f ms/step (min %.2f, max %.2f), communication %.2f ms/step (%.1f%%), "
-      "optimizer state per rank %s\n",
-      static_cast<long long>(ranks), static_cast<long long>(st.accum), st.zero ? ", zero 1" : "", dp_ms, num("ms_min"),
-      num("ms_max"), comm, 100 * comm / dp_ms, mib(static_cast<int64_t>(num("optimizer_state_bytes"))).c_str());
+              mib(one_state).c_str(), one_state);
+  const auto state = static_cast<long long>(num("optimizer_state_bytes"));
+  std::printf("  %lld ranks, accum %lld%s: %9.2f ms/step (min %.2f, max %.2f), communication %.2f ms/step (%.1f%%), "
+              "optimizer state per rank %s (%lld B)\n",
+              static_cast<long long>(ranks), static_cast<long long>(st.accum), st.zero ? ", zero 1" : "", dp_ms,
+              num("ms_min"), num("ms_max"), comm, 100 * comm / dp_ms, mib(state).c_str(), state);
   std::printf("  step time %lld ranks / 1 process: %.2f; compute share %.2f, communication share %.2f\n",
               static_cast<long long>(ranks), dp_ms / single.ms.median, (dp_ms - comm) / single.ms.median,
               comm / single.ms.median);
