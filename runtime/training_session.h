@@ -144,7 +144,8 @@ class TrainingSession {
   // 1 without). Each rank's train_step then takes its own K*b samples of a global batch of N*K*b.
   int64_t data_parallel_ranks() const { return ranks_; }
   int64_t steps_taken() const { return step_; }
-  // Host copies of the persistent tensors (parameters, moments, counters, running statistics).
+  // Host copies of the persistent tensors (parameters, moments, counters, running statistics). With
+  // all-reduce{zero=1} the optimizer moments are this rank's shard (checkpoints hold them whole).
   Tensor tensor(const std::string& name) const;
   std::vector<std::string> state_names() const;
   // The trainable parameters (those the optimizer updates), in graph order.
