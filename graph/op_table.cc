@@ -64,6 +64,7 @@ void InferContext::set_output_sym_data(int i, std::vector<Dim> d) {
 void InferContext::error(const std::string& msg) const { fail(node_.describe(), ": ", msg); }
 
 void register_select_ops(OpTable& t);  // graph/ops/select.cc
+void register_recurrent_ops(OpTable& t);  // graph/ops/recurrent.cc
 
 OpTable& OpTable::instance() {
   static OpTable* table = [] {
@@ -80,6 +81,7 @@ OpTable& OpTable::instance() {
     register_normalization_ops(*t);
     register_resize_ops(*t);
     register_select_ops(*t);
+    register_recurrent_ops(*t);
     return t;
   }();
   return *table;

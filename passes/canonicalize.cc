@@ -3,6 +3,7 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "passes/recurrent.h"
 
 #include <algorithm>
 
@@ -66,6 +67,11 @@ CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
       continue;
     }
     infer_node(*n);
+    if (is_recurrent(*n)) {
+      unroll_recurrent(g, n);
+      ++st.recurrent_unrolled;
+      continue;
+    }
     if (onnx && n->op_type() == "Identity" && n->input(0)) {
       Value* in = n->input(0);
       Value* out = n->output(0);
@@ -118,7 +124,8 @@ CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
 }
 
 std::string CanonicalizePass::summary() const {
-  return "fold constants and static shape arithmetic, lift Constant nodes, drop Identity and dead nodes";
+  return "fold constants and static shape arithmetic, lift Constant nodes, drop Identity and dead nodes, unroll "
+         "RNN/GRU/LSTM";
 }
 
 void CanonicalizePass::run(Graph& g, PassContext& ctx) {
@@ -130,6 +137,7 @@ void CanonicalizePass::run(Graph& g, PassContext& ctx) {
   count("identities_removed", st.identities_removed);
   count("nodes_removed", st.nodes_removed);
   count("initializers_removed", st.initializers_removed);
+  count("recurrent_unrolled", st.recurrent_unrolled);
 }
 
 }  // namespace otter

@@ -8,6 +8,8 @@
 //   - shape inference is re-run on every node, so Reshapes fed by folded shape arithmetic become
 //     static (PyTorch's Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains);
 //   - Identity nodes are removed (a graph output keeps its name);
+//   - RNN, GRU and LSTM nodes are unrolled over their static sequence length into primitive ops
+//     (passes/recurrent.h);
 //   - dead nodes and unused non-trainable initializers are removed.
 // Needs: an evaluator in the PassContext for folding (without one, only the structural rewrites
 // run). Does not: fold through parameters or state, fold stochastic ops (Dropout), or fold results
@@ -28,6 +30,7 @@ struct CanonicalizeStats {
   int64_t identities_removed = 0;
   int64_t nodes_removed = 0;
   int64_t initializers_removed = 0;
+  int64_t recurrent_unrolled = 0;
 };
 
 // The pass as a free function (tests call it directly).

@@ -60,8 +60,10 @@ LossScaleOptions loss_scale_options(const TrainingPipelineOptions& o) {
 }
 
 std::string gradient_pipeline(const TrainingPipelineOptions& o) {
-  std::string text = "canonicalize";
+  // The head of training_pipeline(): the same parameter selection as a training session.
+  std::string text = pass_text("batchnorm-mode", o.batchnorm) + ",canonicalize";
   if (!o.lora.targets.empty()) text += "," + lora_step(o);
+  text += ",freeze-unreachable";
   if (!o.loss.from_model()) text += "," + pass_text("add-loss", o.loss.add);
   if (o.precision != Precision::kFp32) text += "," + mixed_precision_step(o);
   text += "," + autodiff_step(o);

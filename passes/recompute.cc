@@ -218,14 +218,14 @@ std::set<const Value*> Planner::layer_boundaries() const {
 
 int64_t Planner::apply(int64_t* values) {
   // The values to clone: the saved ones chosen and, transitively, what their recipes read.
-  std::set<Value*> todo;
+  std::set<Value*> to_clone;
   std::vector<Value*> stack;
   for (Value* v : saved_)
     if (recompute_.count(v)) stack.push_back(v);
   while (!stack.empty()) {
     Value* v = stack.back();
     stack.pop_back();
-    if (!todo.insert(v).second) continue;
+    if (!to_clone.insert(v).second) continue;
     for (Value* u : needs(v))
       if (recompute_.count(u)) stack.push_back(u);
   }
@@ -233,7 +233,7 @@ int64_t Planner::apply(int64_t* values) {
   std::vector<Node*> nodes;
   for (Node* n : order_) {
     bool any = false;
-    for (Value* o : n->outputs()) any |= o && todo.count(o);
+    for (Value* o : n->outputs()) any |= o && to_clone.count(o);
     if (any) nodes.push_back(n);
   }
   // Where each clone goes: before the first backward reader of its outputs or of a later clone.
@@ -242,7 +242,7 @@ int64_t Planner::apply(int64_t* values) {
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     int first = end;
     for (Value* o : (*it)->outputs()) {
-      if (!o || !todo.count(o)) continue;
+      if (!o || !to_clone.count(o)) continue;
       for (const auto& [u, i] : o->uses()) {
         if (!forward(u) && u->program() == Program::kMicroStep) first = std::min(first, pos_.at(u));
         if (at.count(u)) first = std::min(first, at.at(u));
@@ -282,12 +282,12 @@ int64_t Planner::apply(int64_t* values) {
     }
   }
   // Backward readers read the clones; forward readers keep the originals.
-  for (Value* v : todo) {
+  for (Value* v : to_clone) {
     std::vector<std::pair<Node*, int>> uses = v->uses();
     for (const auto& [u, i] : uses)
       if (!forward(u) && u->program() == Program::kMicroStep && !clones.count(u)) u->set_input(i, clone.at(v));
   }
-  *values = static_cast<int64_t>(todo.size());
+  *values = static_cast<int64_t>(to_clone.size());
   return static_cast<int64_t>(nodes.size());
 }
 

@@ -6,7 +6,6 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
-#include "passes/batchnorm_mode.h"
 #include "runtime/constant_eval.h"
 #include "runtime/initial_values.h"
 
@@ -33,15 +32,12 @@ Tensor unscaled(const Tensor& g, double scale, const std::string& param) {
 GradientEvaluator::GradientEvaluator(const std::string& model_path, const TrainingPipelineOptions& o, Device& device,
                                      const GradientSetup& setup)
     : device_(device) {
-  OTTER_CHECK(setup.batchnorm == "train" || setup.batchnorm == "frozen",
-              "batchnorm mode must be train or frozen, got '", setup.batchnorm, "'");
   graph_ = import_onnx_file(model_path);
   const bool lora = !o.lora.targets.empty();
   apply_initial_values(*graph_, setup.init, setup.init_source, lora ? &o.lora : nullptr);
-  // The parameter selection of TrainingSession::create (runtime/training_session.cc).
+  // The parameter selection of TrainingSession::create (runtime/training_session.cc): batchnorm-mode
+  // and freeze-unreachable are the head of gradient_pipeline(), as of the training pipeline.
   if (setup.batch > 0) pin_batch(*graph_, setup.batch);
-  batchnorm_mode(*graph_, setup.batchnorm == "train");
-  if (!lora) freeze_unreachable(*graph_, "");
   run_pipeline(*graph_, gradient_pipeline(o));
   loss_ = graph_->training_facts().loss;
   ExecutorOptions eo;

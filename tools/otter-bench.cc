@@ -1,10 +1,8 @@
 // otter-bench: train-step time and peak memory of a model, optionally side by side with PyTorch
 // eager on the same weights, batches, optimizer, precision and thread count (one invocation, so
 // both run on the same machine at the same time of day; compare the ratio, not the milliseconds).
-// Data parallelism: under `mpirun -np N` every rank times its steps of K micro-batches (the
-// gradients all-reduced, or with --zero 1 reduce-scattered) and rank 0 reports the step time and
-// the share spent in collectives; `--ranks N` runs that job itself and one process with the same
-// global batch (--accum N*K), and prints both with their ratio.
+// Under `mpirun -np N` each rank times its data-parallel steps and rank 0 reports the communication
+// share; `--ranks N` runs that job itself against one process with the same global batch (bench_dp.h).
 #include <omp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -14,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <optional>
 #include <sstream>
@@ -21,12 +20,13 @@
 
 #include "graph/error.h"
 #include "graph/graph_stats.h"
-#include "kernels/collective.h"
 #include "runtime/distributed.h"
 #include "runtime/json.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
+#include "tools/bench_dp.h"
 #include "tools/cli.h"
+#include "tools/peak_flops.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -125,8 +125,9 @@ struct Result {
   // what was live when the timed steps began; activations measured = arena + transient.
   int64_t arena_bytes = 0, transient_bytes = 0;
   double final_loss = 0;
-  double comm_ms = 0;              // data-parallel: mean time per step inside collectives (waiting included)
   std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
+  int64_t flops_per_step = -1;     // otter's FLOP estimate of one optimizer step (-1: unknown)
+  double comm_ms = 0;              // data-parallel: per step inside collectives (bench_dp.h)
 };
 
 struct Settings {
@@ -134,6 +135,7 @@ struct Settings {
   std::string precision, optimizer, device;
   double lr;
   bool profile = false;
+  PeakFlops peak;    // the machine's GEMM peak for this precision and thread count (cpu only)
   LoraOptions lora;  // fine-tune adapters when lora.targets is set
   RecomputePolicy recompute = RecomputePolicy::kNone;
   int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
@@ -172,10 +174,16 @@ void print_profile(const OpProfile& prof, int64_t steps, double step_ms) {
   }
 }
 
-// Seconds this process has spent inside collectives (kernels/collective.h), both engines.
-double comm_seconds() {
-  const World& w = world();
-  return (w.host ? w.host->busy_seconds : 0) + (w.device ? w.device->busy_seconds : 0);
+// FLOPs of one optimizer step from the graph statistics (graph/graph_stats.h): accum micro-steps of
+// forward and backward at the micro-batch, then the apply program; -1 where a part is unknown.
+int64_t step_flops(const Graph& g, const Settings& st) {
+  DimBindings b;
+  for (const Value* v : g.inputs())
+    if (v->shape().rank_known && v->shape().rank() > 0 && v->shape().dims[0].is_symbolic())
+      b[v->shape().dims[0].symbol] = st.batch;
+  GraphStats s = compute_graph_stats(g, b);
+  if (s.forward_flops < 0 || s.backward_flops < 0 || s.apply_flops < 0) return -1;
+  return (s.forward_flops + s.backward_flops) * st.accum + s.apply_flops;
 }
 
 Result bench_otter(const BenchModel& m, const Settings& st, const std::string& data_path) {
@@ -188,14 +196,11 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.lora = st.lora;
   o.pipeline.recompute.policy = st.recompute;
   o.device = st.device;
-  if (st.ranks > 1) {
-    o.pipeline.all_reduce.world = st.ranks;
-    o.pipeline.all_reduce.zero = st.zero;
-  }
+  if (st.ranks > 1) o.pipeline.all_reduce = {st.ranks, o.pipeline.all_reduce.bucket, st.zero};
   auto session = TrainingSession::create(m.path, o);
   const int64_t per_step = session->global_batch();
-  // Four distinct batches, cycled (each rank its own).
-  auto data = random_samples(*session, per_step * 4, 1 + static_cast<uint64_t>(world().rank()));
+  // Four distinct global batches, cycled (each rank its own).
+  auto data = random_samples(*session, per_step * 4, 1 + static_cast<uint64_t>(distributed_info().rank));
   write_npz(data_path, std::vector<std::pair<std::string, Tensor>>(data.begin(), data.end()));
   reset_host_peak_bytes();
   const int64_t live_before = host_live_bytes();
@@ -221,6 +226,27 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   const auto& plans = session->graph().memory_plans;
   r.arena_bytes = plans.count(Program::kMicroStep) ? plans.at(Program::kMicroStep).arena_bytes : 0;
   if (session->device().type() == DeviceType::kCpu) r.transient_bytes = host_peak_bytes() - live_before;
+  r.flops_per_step = step_flops(session->graph(), st);
+  return r;
+}
+
+// Runs a Python benchmark script that prints one JSON object in torch_bench.py's fields.
+Result run_python_bench(const std::string& cmd, const std::string& side) {
+  FILE* p = popen(cmd.c_str(), "r");
+  OTTER_CHECK(p, "otter-bench: cannot start ", cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  OTTER_CHECK(rc == 0, "otter-bench: the ", side, " side failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
+              "): ", cmd);
+  auto j = parse_flat_json(out, side + " output");
+  auto num = [&](const char* k) { return std::stod(j.at(k)); };
+  Result r{j.at("framework"), j.at("device")};
+  r.ms = {num("ms_per_step"), num("ms_min"), num("ms_max")};
+  r.peak_bytes = static_cast<int64_t>(num("peak_bytes"));
+  r.peak_rss_bytes = static_cast<int64_t>(num("peak_rss_bytes"));
+  r.final_loss = num("final_loss");
   return r;
 }
 
@@ -230,22 +256,18 @@ Result bench_torch(const BenchModel& m, const Settings& st, const std::string& d
       << "' --batch " << st.batch << " --accum " << st.accum << " --steps " << st.steps << " --warmup " << st.warmup
       << " --threads " << st.threads << " --optimizer " << st.optimizer << " --lr " << st.lr << " --precision "
       << st.precision << " --device " << st.device;
-  FILE* p = popen(cmd.str().c_str(), "r");
-  OTTER_CHECK(p, "otter-bench: cannot start ", cmd.str());
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = pclose(p);
-  OTTER_CHECK(rc == 0, "otter-bench: the PyTorch side failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
-              "): ", cmd.str());
-  auto j = parse_flat_json(out, "torch_bench.py output");
-  auto num = [&](const char* k) { return std::stod(j.at(k)); };
-  Result r{j.at("framework"), j.at("device")};
-  r.ms = {num("ms_per_step"), num("ms_min"), num("ms_max")};
-  r.peak_bytes = static_cast<int64_t>(num("peak_bytes"));
-  r.peak_rss_bytes = static_cast<int64_t>(num("peak_rss_bytes"));
-  r.final_loss = num("final_loss");
-  return r;
+  return run_python_bench(cmd.str(), "PyTorch");
+}
+
+// ONNX Runtime Training (models/bench/ort_bench.py) from the virtual environment that
+// scripts/ort-venv.sh makes (and prints the python of).
+Result bench_ort(const BenchModel& m, const Settings& st, const std::string& data_path, const std::string& python,
+                 const std::string& root) {
+  std::ostringstream cmd;
+  cmd << "'" << python << "' '" << root << "/models/bench/ort_bench.py' --model " << m.name << " --onnx '" << m.path
+      << "' --data '" << data_path << "' --batch " << st.batch << " --steps " << st.steps << " --warmup "
+      << st.warmup << " --threads " << st.threads << " --lr " << st.lr;
+  return run_python_bench(cmd.str(), "ONNX Runtime");
 }
 
 std::string mib(int64_t bytes) {
@@ -280,6 +302,27 @@ void print_recompute_comparison(const BenchModel& m, const Settings& st, const s
               enum_name(st.recompute).c_str(), mine.ms.median / base.ms.median);
 }
 
+// Achieved FLOP/s of a step and its fraction of the peak (NaN where either is unknown).
+std::pair<double, double> achieved(const Result& r, const PeakFlops& peak) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (r.flops_per_step < 0 || r.ms.median <= 0) return {nan, nan};
+  const double rate = static_cast<double>(r.flops_per_step) / (r.ms.median * 1e-3);
+  return {rate, peak.flops > 0 ? rate / peak.flops : nan};
+}
+
+void print_compute(const Result& r, const PeakFlops& peak) {
+  auto [rate, fraction] = achieved(r, peak);
+  if (r.flops_per_step < 0) {
+    std::printf("  compute: FLOPs per step unknown (a size the statistics cannot bind)\n");
+    return;
+  }
+  std::printf("  compute: %.3f GFLOP/step, %.1f GFLOP/s", r.flops_per_step * 1e-9, rate * 1e-9);
+  if (peak.flops > 0)
+    std::printf(", %.1f%% of the peak %.1f GFLOP/s (%s)\n", 100 * fraction, peak.flops * 1e-9, peak.how.c_str());
+  else
+    std::printf("; peak not measured: %s\n", peak.unavailable.c_str());
+}
+
 std::string json_line(const BenchModel& m, const Settings& st, const Result& mine, const Result* torch) {
   JsonObject j;
   j.add("model", m.name).add("device", mine.device).add("precision", st.precision).add("batch", st.batch);
@@ -290,6 +333,10 @@ std::string json_line(const BenchModel& m, const Settings& st, const Result& min
     j.add("ranks", st.ranks).add("zero", st.zero).add("comm_ms_per_step", mine.comm_ms);
     j.add("optimizer_state_bytes", mine.plan ? mine.plan->optimizer_state.bytes : 0);
   }
+  auto [rate, fraction] = achieved(mine, st.peak);
+  j.add("flops_per_step", mine.flops_per_step).add("achieved_flops", rate);
+  j.add("peak_flops", st.peak.flops > 0 ? st.peak.flops : std::numeric_limits<double>::quiet_NaN());
+  j.add("peak_fraction", fraction);
   if (torch) {
     j.add("torch", torch->framework).add("torch_ms_per_step", torch->ms.median).add("torch_ms_min", torch->ms.min);
     j.add("torch_ms_max", torch->ms.max).add("torch_peak_bytes", torch->peak_bytes);
@@ -299,58 +346,102 @@ std::string json_line(const BenchModel& m, const Settings& st, const Result& min
   return j.str();
 }
 
-// Reads a child's standard output; fails naming `cmd` on a non-zero exit.
-std::string run_child(const std::string& cmd) {
+// One model: otter (and PyTorch with --vs-torch), printed as text or one JSON line.
+void bench_one(const BenchModel& m, const Settings& st, const cli::Args& args, const std::string& root,
+               const std::string& data) {
+  Result mine = bench_otter(m, st, data);
+  std::optional<Result> theirs;
+  if (args.has("vs-torch")) theirs = bench_torch(m, st, data, root);
+  if (args.has("json")) {
+    std::cout << json_line(m, st, mine, theirs ? &*theirs : nullptr) << std::endl;
+    return;
+  }
+  std::printf("%s (batch %lld, accum %lld, %s, %s, %lld threads)\n", m.name.c_str(), static_cast<long long>(st.batch),
+              static_cast<long long>(st.accum), st.precision.c_str(), st.optimizer.c_str(),
+              static_cast<long long>(st.threads));
+  if (!st.lora.targets.empty()) {
+    TrainingPipelineOptions p;
+    p.lora = st.lora;
+    std::printf("  LoRA: %s\n", lora_step(p).c_str());
+  }
+  print_row(mine, !st.lora.targets.empty());
+  if (st.ranks > 1)
+    std::printf("  %lld ranks%s: communication %.2f ms/step (%.1f%% of the step), optimizer state per rank %s\n",
+                static_cast<long long>(st.ranks), st.zero ? " (zero 1)" : "", mine.comm_ms,
+                100 * mine.comm_ms / mine.ms.median, mib(mine.plan->optimizer_state.bytes).c_str());
+  print_compute(mine, st.peak);
+  if (args.has("vs-full")) {
+    Settings full = st;
+    full.lora = LoraOptions();
+    full.precision = "fp32";
+    std::printf("  full fine-tuning, fp32:\n");
+    print_row(bench_otter(m, full, data), true);
+  }
+  if (args.has("vs-recompute")) print_recompute_comparison(m, st, data, mine);
+  if (st.profile) print_profile(OpProfile::global(), st.steps, mine.ms.median);
+  if (theirs) {
+    print_row(*theirs);
+    std::printf("  otter / torch step time: %.2f\n", mine.ms.median / theirs->ms.median);
+  }
+  std::fflush(stdout);
+}
+
+// The python of ONNX Runtime Training's virtual environment (made on first use).
+std::string ort_python(const std::string& root) {
+  const std::string cmd = "'" + root + "/scripts/ort-venv.sh'";
   FILE* p = popen(cmd.c_str(), "r");
   OTTER_CHECK(p, "otter-bench: cannot start ", cmd);
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = pclose(p);
-  OTTER_CHECK(rc == 0, "otter-bench: the data-parallel run failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
-              "): ", cmd, "\n", out);
-  return out;
+  OTTER_CHECK(pclose(p) == 0, "otter-bench: --vs-ort: ", cmd, " could not make ONNX Runtime Training's environment");
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out.substr(out.find_last_of('\n') + 1);
 }
 
-// --ranks N: the same bench as a job of N ranks under mpirun (Open MPI's TCP transport, as the
-// distributed tests use) and as one process taking the same global batch (--accum N*K); prints both.
-int run_ranks(const BenchModel& m, const Settings& st, int64_t ranks, const std::string& data, int argc, char** argv) {
-  std::ostringstream cmd;
-  cmd << "mpirun -np " << ranks << " --oversubscribe --mca pml ob1 --mca btl self,tcp"
-      << (getuid() == 0 ? " --allow-run-as-root" : "") << " '" << fs::read_symlink("/proc/self/exe").string() << "'";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--ranks") {
-      ++i;
+double median_of(std::vector<double> v) { return summarize(std::move(v)).median; }
+
+// --vs-ort: otter, PyTorch eager and ONNX Runtime Training on the same batches, `rounds` alternated
+// rounds per model; each framework's figure is the median over rounds of its median step time.
+void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Args& args, const std::string& root,
+               const fs::path& tmp) {
+  OTTER_CHECK(st.device == "cpu" && st.precision == "fp32" && st.optimizer == "adamw" && st.accum == 1 &&
+                  st.lora.targets.empty(),
+              "otter-bench: --vs-ort compares fp32 AdamW steps on the cpu without --accum or --lora");
+  const int64_t rounds = args.get_int("rounds", 3);
+  OTTER_CHECK(rounds >= 1, "otter-bench: --rounds must be >= 1");
+  const std::string python = ort_python(root);
+  if (!args.has("json"))
+    std::printf("| model | batch | otter ms | PyTorch ms | ORT ms | otter / PyTorch | otter / ORT | otter peak RSS | "
+                "ORT peak RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const BenchModel& m : models) {
+    st.batch = args.get_int("batch", m.batch);
+    const std::string data = (tmp / (m.name + ".npz")).string();
+    std::vector<double> o, t, r;
+    Result mine, torch, ort;
+    for (int64_t i = 0; i < rounds; ++i) {
+      mine = bench_otter(m, st, data);
+      o.push_back(mine.ms.median);
+      torch = bench_torch(m, st, data, root);
+      t.push_back(torch.ms.median);
+      ort = bench_ort(m, st, data, python, root);
+      r.push_back(ort.ms.median);
+    }
+    const double om = median_of(o), tm = median_of(t), rm = median_of(r);
+    if (args.has("json")) {
+      JsonObject j;
+      j.add("model", m.name).add("batch", st.batch).add("threads", st.threads).add("rounds", rounds);
+      j.add("otter_ms", om).add("torch_ms", tm).add("ort_ms", rm).add("ort", ort.framework);
+      j.add("otter_over_torch", om / tm).add("otter_over_ort", om / rm);
+      j.add("otter_peak_rss_bytes", mine.peak_rss_bytes).add("ort_peak_rss_bytes", ort.peak_rss_bytes);
+      std::cout << j.str() << std::endl;
       continue;
     }
-    if (a != "--json") cmd << " '" << a << "'";
+    std::printf("| %s | %lld | %.3g | %.3g | %.3g | %.3g | %.3g | %s | %s |\n", m.name.c_str(),
+                static_cast<long long>(st.batch), om, tm, rm, om / tm, om / rm, mib(mine.peak_rss_bytes).c_str(),
+                mib(ort.peak_rss_bytes).c_str());
+    std::fflush(stdout);
   }
-  cmd << " --json";
-  const std::string out = run_child(cmd.str());
-  const std::string last = out.substr(out.rfind('{'));
-  auto j = parse_flat_json(last, "the rank 0 output of " + cmd.str());
-  auto num = [&](const char* k) { return std::stod(j.at(k)); };
-  Settings one = st;
-  one.accum = st.accum * ranks;
-  Result single = bench_otter(m, one, data);
-  const double dp_ms = num("ms_per_step"), comm = num("comm_ms_per_step");
-  std::printf("%s (batch %lld, global batch %lld, %s, %s, %lld threads per process)\n", m.name.c_str(),
-              static_cast<long long>(st.batch), static_cast<long long>(st.batch * one.accum), st.precision.c_str(),
-              st.optimizer.c_str(), static_cast<long long>(st.threads));
-  const auto one_state = static_cast<long long>(single.plan->optimizer_state.bytes);
-  std::printf("  1 process, accum %lld: %9.2f ms/step (min %.2f, max %.2f), optimizer state %s (%lld B)\n",
-              static_cast<long long>(one.accum), single.ms.median, single.ms.min, single.ms.max,
-              mib(one_state).c_str(), one_state);
-  const auto state = static_cast<long long>(num("optimizer_state_bytes"));
-  std::printf("  %lld ranks, accum %lld%s: %9.2f ms/step (min %.2f, max %.2f), communication %.2f ms/step (%.1f%%), "
-              "optimizer state per rank %s (%lld B)\n",
-              static_cast<long long>(ranks), static_cast<long long>(st.accum), st.zero ? ", zero 1" : "", dp_ms,
-              num("ms_min"), num("ms_max"), comm, 100 * comm / dp_ms, mib(state).c_str(), state);
-  std::printf("  step time %lld ranks / 1 process: %.2f; compute share %.2f, communication share %.2f\n",
-              static_cast<long long>(ranks), dp_ms / single.ms.median, (dp_ms - comm) / single.ms.median,
-              comm / single.ms.median);
-  return 0;
 }
 
 // The benchmark models `want` names ("all", one of kModels, or an ONNX file), checked to exist.
@@ -362,7 +453,8 @@ std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& 
   if (models.empty()) {
     OTTER_CHECK(fs::exists(want), "otter-bench: '", want, "' is neither a file nor a benchmark model (mlp, cnn, gpt, ",
                 "resnet18, gpt_large, all)");
-    OTTER_CHECK(!args.has("vs-torch"), "otter-bench: --vs-torch needs a benchmark model by name");
+    OTTER_CHECK(!args.has("vs-torch") && !args.has("vs-ort"), "otter-bench: --vs-torch and --vs-ort need a benchmark ",
+                "model by name");
     models.push_back({fs::path(want).stem().string(), want, 32});
   }
   for (const BenchModel& m : models)
@@ -371,6 +463,26 @@ std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& 
   return models;
 }
 
+// The peak the step rate is compared with: OpenBLAS's bf16 GEMM for --precision bf16 where the CPU
+// and OpenBLAS have one, else its sgemm (fp16 and bf16 steps widen their GEMMs to fp32 without it).
+PeakFlops measure_peak(const Settings& st, int64_t n) {
+  PeakFlops p;
+  OTTER_CHECK(n >= 0, "otter-bench: --peak-size must be >= 0");
+  if (st.device != "cpu") p.unavailable = "the peak is measured for --device cpu only";
+  if (n == 0) p.unavailable = "--peak-size 0";
+  if (!p.unavailable.empty()) return p;
+  if (st.precision == "bf16") {
+    p = measure_bf16_peak(n, 5);
+    if (p.flops > 0) return p;
+    const std::string why = p.unavailable;
+    p = measure_sgemm_peak(n, 5);
+    p.how += ", no bf16 peak: " + why;
+    return p;
+  }
+  return measure_sgemm_peak(n, 5);
+}
+
+// otter-bench's flags.
 std::vector<cli::FlagSpec> bench_flags() {
   return {
       {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8)", "B"},
@@ -383,6 +495,9 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"device", true, "cpu|cuda (default cpu)", "DEV"},
       {"threads", true, "CPU threads for otter and PyTorch (default: OpenMP's)", "T"},
       {"vs-torch", false, "also run PyTorch eager on the same batches and print the ratio"},
+      {"vs-ort", false, "a table of otter, PyTorch eager and ONNX Runtime Training (scripts/ort-venv.sh), medians of "
+       "--rounds alternated rounds"},
+      {"rounds", true, "with --vs-ort: alternated rounds per model (default 3)", "R"},
       {"json", false, "print one JSON object per model (otter, torch, ratio)"},
       {"profile", false, "also time otter's kernels by op type over the timed steps (slower on cuda)"},
       {"lora", true, "fine-tune low-rank adapters only: rank=R,alpha=A,targets=GLOB[;GLOB] (as otter-train --lora)",
@@ -390,16 +505,15 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"vs-full", false, "with --lora: also full fp32 fine-tuning of every parameter, for the memory it needs"},
       {"recompute", true, "none|cheap|layers: recompute activations in the backward pass (passes/recompute.h)", "P"},
       {"vs-recompute", false, "with --recompute: also run without recomputation and print the ratios"},
-      {"ranks", true,
-       "also run the step data-parallel on N ranks (mpirun on this machine) against one process "
-       "with the same global batch (--accum N*K)",
-       "N"},
+      {"ranks", true, "also run the step data-parallel on N ranks (mpirun on this machine) against one process "
+                      "with the same global batch (--accum N*K)", "N"},
       {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
+      {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
       {"help", false, "show this help"},
   };
 }
 
-// The bench's settings from its flags, checked; `ranks`: the size of the job this process is in.
+// The run's settings from the flags (every model shares them but the batch).
 Settings read_settings(const cli::Args& args, int64_t ranks) {
   Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
               args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
@@ -418,7 +532,20 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
               "--warmup >= 0");
   OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
+  st.peak = measure_peak(st, args.get_int("peak-size", 2048));  // after the checks: it takes a while
   return st;
+}
+
+// --ranks N: the bench as a job of N ranks under mpirun against one process with the same global batch.
+void run_ranks(const BenchModel& m, const Settings& st, int64_t ranks, const std::string& data, int argc, char** argv) {
+  const DpFigures job = run_under_mpirun(ranks, argc, argv);
+  Settings one = st;
+  one.accum = st.accum * ranks;
+  const Result r = bench_otter(m, one, data);
+  print_dp_comparison(str_cat(m.name, " (batch ", st.batch, ", global batch ", st.batch * one.accum, ", ", st.precision,
+                              ", ", st.optimizer, ", ", st.threads, " threads per process)"),
+                      ranks, st.accum, st.zero != 0,
+                      {r.ms.median, r.ms.min, r.ms.max, 0, r.plan->optimizer_state.bytes}, job);
 }
 
 int run(int argc, char** argv) {
@@ -453,44 +580,15 @@ int run(int argc, char** argv) {
       fs::remove_all(dir, ec);
     }
   } cleanup{tmp};
+  if (args.has("vs-ort")) {
+    three_way(models, st, args, root, tmp);
+    return 0;
+  }
   for (const BenchModel& m : models) {
     st.batch = args.get_int("batch", m.batch);
     const std::string data = (tmp / (m.name + ".npz")).string();
-    if (ranks > 1) return run_ranks(m, st, ranks, data, argc, argv);
-    Result mine = bench_otter(m, st, data);
-    std::optional<Result> theirs;
-    if (args.has("vs-torch")) theirs = bench_torch(m, st, data, root);
-    if (args.has("json")) {
-      std::cout << json_line(m, st, mine, theirs ? &*theirs : nullptr) << std::endl;
-      continue;
-    }
-    std::printf("%s (batch %lld, accum %lld, %s, %s, %lld threads)\n", m.name.c_str(), static_cast<long long>(st.batch),
-                static_cast<long long>(st.accum), st.precision.c_str(), st.optimizer.c_str(),
-                static_cast<long long>(st.threads));
-    if (!st.lora.targets.empty()) {
-      TrainingPipelineOptions p;
-      p.lora = st.lora;
-      std::printf("  LoRA: %s\n", lora_step(p).c_str());
-    }
-    print_row(mine, !st.lora.targets.empty());
-    if (st.ranks > 1)
-      std::printf("  %lld ranks%s: communication %.2f ms/step (%.1f%% of the step), optimizer state per rank %s\n",
-                  static_cast<long long>(st.ranks), st.zero ? " (zero 1)" : "", mine.comm_ms,
-                  100 * mine.comm_ms / mine.ms.median, mib(mine.plan->optimizer_state.bytes).c_str());
-    if (args.has("vs-full")) {
-      Settings full = st;
-      full.lora = LoraOptions();
-      full.precision = "fp32";
-      std::printf("  full fine-tuning, fp32:\n");
-      print_row(bench_otter(m, full, data), true);
-    }
-    if (args.has("vs-recompute")) print_recompute_comparison(m, st, data, mine);
-    if (st.profile) print_profile(OpProfile::global(), st.steps, mine.ms.median);
-    if (theirs) {
-      print_row(*theirs);
-      std::printf("  otter / torch step time: %.2f\n", mine.ms.median / theirs->ms.median);
-    }
-    std::fflush(stdout);
+    if (ranks > 1) run_ranks(m, st, ranks, data, argc, argv);
+    else bench_one(m, st, args, root, data);
   }
   finalize_distributed();
   return 0;
@@ -498,14 +596,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    const DistributedInfo d = distributed_info();
-    std::cerr << "error" << (d.size > 1 ? str_cat(" (rank ", d.rank, " of ", d.size, ")") : "") << ": " << e.what()
-              << "\n";
-    if (d.size > 1) abort_distributed(1);  // the other ranks would wait for this one
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return otter::rank_guarded_main(run, argc, argv); }

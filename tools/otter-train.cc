@@ -14,6 +14,7 @@
 #include "graph/export_check.h"
 #include "graph/onnx_io.h"
 #include "kernels/device.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/kernel.h"
 #include "passes/pass_manager.h"
 #include "runtime/constant_eval.h"
@@ -50,7 +51,7 @@ const char* kUsage =
     "  predict MODEL.onnx --data IN.npz --out OUT.npz [--batch-size B] [--device cpu]\n"
     "          run the model (inference) on the arrays named after its inputs\n"
     "  kernels [--format text|tsv]\n"
-    "          list the registered kernels: op, device, dtypes\n"
+    "          the CPU loops' ISA variant (OTTER_ISA=baseline|avx2|avx512), then the kernels: op, device, dtypes\n"
     "\n"
     "Run 'otter-train COMMAND --help' for the options of one command.\n";
 
@@ -258,6 +259,7 @@ int cmd_grad(int argc, char** argv) {
   p.loss = read_loss_flags(args);
   read_precision_flags(args, p);
   if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
+  p.batchnorm.mode = args.get_enum("batchnorm", p.batchnorm.mode);
   TrainingOptions init;
   read_lora_flags(args, args.get_int("seed", 0), p, &init);
   read_recompute_flag(args, p);
@@ -266,9 +268,6 @@ int cmd_grad(int argc, char** argv) {
   Device& device = pick_device(args.get("device", "auto"), cuda);
 
   GradientSetup setup;
-  setup.batchnorm = args.get("batchnorm", "train");
-  if (setup.batchnorm != "train" && setup.batchnorm != "frozen")
-    fail("--batchnorm must be train or frozen, got '", setup.batchnorm, "'");
   setup.init = init.init;
   setup.init_source = init.init_source;
 
@@ -312,6 +311,7 @@ int cmd_kernels(int argc, char** argv) {
   }
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  if (fmt == "text") std::cout << "cpu loops: " << cpu::describe_isa() << "\n";
   for (const auto& [op, dev, types] : rows) {
     if (fmt == "tsv") std::cout << op << '\t' << dev << '\t' << types << '\n';
     else {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "graph/tensor.h"
 #include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/kernel.h"
 
 namespace otter::cpu {
@@ -30,7 +32,9 @@ class DerivativeMapKernel : public Kernel {
       parallel_ranges(
           dy.numel(),
           [&](int64_t b, int64_t e) {
-            for (int64_t j = b; j < e; ++j) po[j] = store<S>(f_(load(pg[j]), load(pv[j])));
+            isa_dispatch_if<std::is_same_v<compute_t<S>, float>>([&] {
+              for (int64_t j = b; j < e; ++j) po[j] = store<S>(f_(load(pg[j]), load(pv[j])));
+            });
           },
           cost_);
     });

@@ -10,6 +10,7 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 namespace {
@@ -70,18 +71,20 @@ void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
     const S* x = pa + offs[0];
     const S* y = pb + offs[1];
     Out* z = po + o;
-    if (st[0] == 1 && st[1] == 1) {
-      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), load(y[j])));
-    } else if (st[0] == 1) {
-      const auto yv = load(y[0]);
-      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), yv));
-    } else if (st[1] == 1) {
-      const auto xv = load(x[0]);
-      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(xv, load(y[j])));
-    } else {
-      const Out v = store<Out>(f(load(x[0]), load(y[0])));
-      for (int64_t j = 0; j < len; ++j) z[j] = v;
-    }
+    cpu::isa_dispatch_if<std::is_same_v<compute_t<S>, float>>([&] {
+      if (st[0] == 1 && st[1] == 1) {
+        for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), load(y[j])));
+      } else if (st[0] == 1) {
+        const auto yv = load(y[0]);
+        for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), yv));
+      } else if (st[1] == 1) {
+        const auto xv = load(x[0]);
+        for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(xv, load(y[j])));
+      } else {
+        const Out v = store<Out>(f(load(x[0]), load(y[0])));
+        for (int64_t j = 0; j < len; ++j) z[j] = v;
+      }
+    });
   });
 }
 
@@ -90,7 +93,9 @@ void unary_loop(const Tensor& a, Tensor& out, F f, int64_t cost) {
   const S* x = static_cast<const S*>(a.raw());
   Out* z = static_cast<Out*>(out.raw());
   cpu::parallel_ranges(a.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t j = b; j < e; ++j) z[j] = store<Out>(f(load(x[j])));
+    cpu::isa_dispatch_if<std::is_same_v<compute_t<S>, float>>([&] {
+      for (int64_t j = b; j < e; ++j) z[j] = store<Out>(f(load(x[j])));
+    });
   }, cost);
 }
 

@@ -1,5 +1,6 @@
 // Registers every CPU kernel family.
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 
@@ -7,6 +8,7 @@ void register_cpu_select_kernels(KernelRegistry& r);  // select.cc: TopK, NonZer
 void register_cpu_collective_kernels(KernelRegistry& r);  // collective.cc: AllReduce (kernels/collective.h)
 
 void register_cpu_kernels(KernelRegistry& r) {
+  cpu::active_isa();  // a bad OTTER_ISA fails here, before any kernel runs
   register_cpu_elementwise_kernels(r);
   register_cpu_reduce_kernels(r);
   register_cpu_shape_kernels(r);

@@ -64,6 +64,8 @@ class TrainingSession:
         accum: int | None = ...,
         optimizer: Literal["sgd", "momentum", "adam", "adamw"] | _OptimizerOptions | None = ...,
         freeze: str | Sequence[str] | None = ...,
+        recompute: Literal["none", "cheap", "layers"] | Mapping[str, str | int] | None = ...,
+        batchnorm: Literal["train", "frozen"] | None = ...,
         batch_size: int | None = ...,
         eval_batch_size: int | None = ...,
         seed: int | None = ...,

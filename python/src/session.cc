@@ -72,23 +72,39 @@ std::string option_text(const py::handle& v, const std::string& what) {
   fail(what, ": expected a number, a bool or a string, got ", std::string(py::repr(v)));
 }
 
-// optimizer="adamw" or optimizer={"type": "adamw", "lr": 0.01, ...}: the optimizer pass's options
-// (OptimizerOptions::table(): the names and checks of its pipeline text), "name" for "type".
-OptimizerOptions optimizer_options(const py::handle& v) {
+// name="value" or name={"option": value, ...}: a pass's options struct read through its table
+// (the names and checks of its pipeline text); a plain value sets the option `first`.
+template <class Options>
+Options pass_options(const py::handle& v, const std::string& name, const std::string& first) {
   std::map<std::string, std::string> values;
   if (py::isinstance<py::str>(v)) {
-    values["type"] = v.cast<std::string>();
+    values[first] = v.cast<std::string>();
   } else {
-    OTTER_CHECK(py::isinstance<py::dict>(v), "optimizer: expected a name or a dict, got ", std::string(py::repr(v)));
+    OTTER_CHECK(py::isinstance<py::dict>(v), name, ": expected a string or a dict, got ", std::string(py::repr(v)));
     for (auto [key, val] : v.cast<py::dict>()) {
-      std::string k = take<std::string>(key, "optimizer option name");
-      values[k == "name" ? "type" : k] = option_text(val, "optimizer['" + k + "']");
+      std::string k = take<std::string>(key, (name + " option name").c_str());
+      values[k == "name" ? first : k] = option_text(val, name + "['" + k + "']");
     }
   }
-  OptimizerOptions c = OptimizerOptions::table().parse(values, "optimizer");
+  return Options::table().parse(values, name);
+}
+
+// optimizer="adamw" or optimizer={"type": "adamw", "lr": 0.01, ...}: the optimizer pass's options
+// (OptimizerOptions::table()), "name" for "type".
+OptimizerOptions optimizer_options(const py::handle& v) {
+  OptimizerOptions c = pass_options<OptimizerOptions>(v, "optimizer", "type");
   OTTER_CHECK(c.schedule == LrSchedule::kConstant || c.total > 0, "optimizer: schedule '", enum_name(c.schedule),
               "' needs 'total', the optimizer steps it spans (otter-train sets it from --epochs or --steps)");
   return c;
+}
+
+// recompute="layers" or recompute={"policy": "auto", "budget": "64MiB"}: the recompute pass's
+// options (passes/recompute.h); auto needs its budget, as otter-train --recompute auto does.
+RecomputeOptions recompute_options(const py::handle& v) {
+  RecomputeOptions r = pass_options<RecomputeOptions>(v, "recompute", "policy");
+  OTTER_CHECK(r.policy != RecomputePolicy::kAuto || r.budget.bytes > 0,
+              "recompute: policy 'auto' needs a 'budget' (bytes, or with KiB/MiB/GiB)");
+  return r;
 }
 
 // The loss scaling the options hold, made explicit (from the precision's default) on first use.
@@ -142,6 +158,10 @@ TrainingOptions training_options(const py::kwargs& kw) {
       p.optimizer = optimizer_options(v);
     else if (k == "freeze")
       p.freeze = string_list(v, w);
+    else if (k == "recompute")
+      p.recompute = recompute_options(v);
+    else if (k == "batchnorm")
+      p.batchnorm = pass_options<BatchNormModeOptions>(v, "batchnorm", "mode");
     else if (k == "batch_size")
       o.batch_size = take<int64_t>(v, w);
     else if (k == "eval_batch_size")
@@ -152,7 +172,7 @@ TrainingOptions training_options(const py::kwargs& kw) {
       o.device = take<std::string>(v, w);
     else
       fail("TrainingSession: unknown option '", k, "' (loss, output, labels, precision, loss_scale, init_scale, ",
-           "scale_interval, accum, optimizer, freeze, batch_size, eval_batch_size, seed, device)");
+           "scale_interval, accum, optimizer, freeze, recompute, batchnorm, batch_size, eval_batch_size, seed, device)");
   }
   p.loss = LossSpec::parse(loss_text);
   if (output) p.loss.add.output = *output;
@@ -193,6 +213,9 @@ std::string session_doc() {
     << "  accum=" << o.pipeline.accum << " (K), batch_size=" << o.batch_size
     << " (micro-batch b), eval_batch_size=" << o.eval_batch_size << ", seed=" << o.seed << ",\n"
     << "  freeze=None (globs, a list or 'a,b'), device='auto' (auto | cpu | cuda),\n"
+    << "  recompute='" << enum_name(o.pipeline.recompute.policy)
+    << "' (none | cheap | layers, or a dict {'policy': 'auto', 'budget': '64MiB'}),\n"
+    << "  batchnorm='" << enum_name(o.pipeline.batchnorm.mode) << "' (train | frozen),\n"
     << "  optimizer='" << enum_name(c.type) << "' or a dict with type, lr=" << c.lr << ", beta1=" << c.beta1
     << ", beta2=" << c.beta2 << ", eps=" << c.eps << ",\n"
     << "    weight_decay (0.01 for adamw, else 0), momentum (0.9 for type momentum, else 0), nesterov,\n"

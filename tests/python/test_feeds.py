@@ -115,6 +115,12 @@ def test_bad_options_raise(digits):
         otter.TrainingSession(MLP, optimizer={"learning_rate": 0.1})
     with pytest.raises(otter.Error, match="schedule 'cosine' needs 'total'"):
         otter.TrainingSession(MLP, optimizer={"schedule": "cosine"})
+    with pytest.raises(otter.Error, match="recompute: policy 'auto' needs a 'budget'"):
+        otter.TrainingSession(MLP, recompute="auto")
+    with pytest.raises(otter.Error, match="sometimes"):
+        otter.TrainingSession(MLP, recompute="sometimes")
+    with pytest.raises(otter.Error, match="pass 'batchnorm' has no option 'momentum'"):
+        otter.TrainingSession(MLP, batchnorm={"momentum": 0.1})
     with pytest.raises(otter.Error, match="accum: expected an integer, got .four."):
         otter.TrainingSession(MLP, accum="four")
     with pytest.raises(otter.Error, match="no-such.onnx"):

@@ -19,6 +19,10 @@ CONFIGS = {
         dict(precision="fp16", accum=4, batch_size=8,
              optimizer={"type": "momentum", "lr": 0.05, "clip_norm": 1.0, "weight_decay": 1e-4}),
     ),
+    "recompute-frozen-bn": (
+        ["--batch-size", 16, "--recompute", "layers", "--batchnorm", "frozen"],
+        dict(batch_size=16, recompute={"policy": "layers"}, batchnorm="frozen"),
+    ),
 }
 STEPS = 20
 
