@@ -40,6 +40,10 @@ class Communicator {
   virtual void broadcast(Tensor& t, int root) = 0;
   virtual void barrier() = 0;
   double timeout_seconds = 300;
+  // Seconds spent inside collectives so far (waiting for the other ranks included) and their count:
+  // the communication share otter-bench reports.
+  double busy_seconds = 0;
+  int64_t calls = 0;
 };
 
 // One rank: every collective leaves its data as it is (the mean of one value is itself).
@@ -77,6 +81,23 @@ std::shared_ptr<Communicator> make_device_communicator(Communicator& host, Devic
 // buffer, reduced in place over the ranks by the host (or device) communicator.
 class KernelContext;
 void run_all_reduce(KernelContext& ctx, bool on_host);
+
+// Byte copies on the kernel's device (memcpy on the host; cudaMemcpyAsync on the stream on CUDA),
+// for the ZeRO-1 kernels' padding of the last shard.
+struct DeviceBytes {
+  void (*copy)(void* dst, const void* src, size_t bytes, void* stream);
+  void (*zero)(void* dst, size_t bytes, void* stream);
+};
+const DeviceBytes& host_bytes();
+
+// The bodies of the ZeRO-1 kernels (passes/all_reduce.h, zero=1); a tensor of n elements has N
+// shards of c = ceil(n/N) elements, the last one padded with zeros:
+//   ReduceScatter(x) {op=sum|avg, world=N} -> y[c]: this rank's shard of the reduction of x;
+//   Shard(x) {world=N} -> y[c]: a copy of this rank's shard of x;
+//   AllGather(y[c], x) {world=N} -> x: every rank's shard, in rank order, written into x's buffer.
+void run_reduce_scatter(KernelContext& ctx, bool on_host, const DeviceBytes& bytes);
+void run_shard(KernelContext& ctx, bool on_host, const DeviceBytes& bytes);
+void run_all_gather(KernelContext& ctx, bool on_host, const DeviceBytes& bytes);
 
 // Multiplies the `n` float32 or float64 elements at `data` by `factor` (the mean after a sum).
 void host_scale(DataType t, void* data, int64_t n, double factor);

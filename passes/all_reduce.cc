@@ -17,7 +17,7 @@ constexpr size_t kMaxBucketTensors = 256;  // the op table's AllReduce views cov
 
 bool has_all_reduce(const Graph& g) {
   for (const auto& n : g.nodes())
-    if (n->domain() == kOtterDomain && n->op_type() == "AllReduce") return true;
+    if (n->domain() == kOtterDomain && (n->op_type() == "AllReduce" || n->op_type() == "ReduceScatter")) return true;
   return false;
 }
 
@@ -43,8 +43,17 @@ const OptionTable<AllReduceOptions>& AllReduceOptions::table() {
   static const OptionTable<S> t{
       option("world", &S::world, "ranks of the data-parallel job (N)").at_least(1).always(),
       option("bucket", &S::bucket, "bytes of gradients per all-reduce (a bucket holds at least one tensor)"),
+      option("zero", &S::zero, "ZeRO stage: 0 all-reduce, 1 reduce-scatter and shard the optimizer state")
+          .at_least(0)
+          .at_most(1),
   };
   return t;
+}
+
+Node* first_apply_node(const Graph& g, const std::string& what) {
+  for (const auto& n : g.nodes())
+    if (n->program() == Program::kApply) return n.get();
+  fail(what, ": the apply program is empty");
 }
 
 int64_t data_parallel_ranks(const Graph& g) {
@@ -67,13 +76,8 @@ AllReduceStats all_reduce_gradients(Graph& g, const AllReduceOptions& o) {
   AllReduceOptions::table().check(o, "all-reduce");
   std::string unmet = all_reduce_precondition(g);
   OTTER_CHECK(unmet.empty(), "all-reduce: ", unmet);
-  Node* first_apply = nullptr;
-  for (const auto& n : g.nodes())
-    if (n->program() == Program::kApply) {
-      first_apply = n.get();
-      break;
-    }
-  OTTER_CHECK(first_apply, "all-reduce: the apply program is empty");
+  OTTER_CHECK(o.zero == 0, "all-reduce: zero=", o.zero, " shards the optimizer state (shard_optimizer_state)");
+  Node* first_apply = first_apply_node(g, "all-reduce");
   AllReduceStats st;
   std::set<const Node*> reducers;
   for (const std::vector<Value*>& bucket : make_buckets(g, o.bucket.bytes)) {
@@ -96,23 +100,40 @@ AllReduceStats all_reduce_gradients(Graph& g, const AllReduceOptions& o) {
         if (user->program() == Program::kApply && !reducers.count(user)) user->set_input(slot, n->output(i));
     }
   }
-  g.opset_imports.emplace(kOtterDomain, 1);
-  g.memory_plans.clear();
-  g.metadata[kRanksKey] = std::to_string(o.world);
-  // Each rank's gradients are 1/N of its share of the global mean: the sum over ranks is the mean
-  // over all N*K micro-batches, with the scale (and the overflow) of one process with N*K.
-  update_backward_seed(g, "all-reduce");
+  finish_all_reduce(g, o.world);
   return st;
 }
 
+void finish_all_reduce(Graph& g, int64_t world) {
+  g.opset_imports.emplace(kOtterDomain, 1);
+  g.memory_plans.clear();
+  g.metadata[kRanksKey] = std::to_string(world);
+  // Each rank's gradients are 1/N of its share of the global mean: the sum over ranks is the mean
+  // over all N*K micro-batches, with the scale (and the overflow) of one process with N*K.
+  update_backward_seed(g, "all-reduce");
+}
+
 std::string AllReducePass::summary() const {
-  return "average the accumulated gradients across N ranks in buckets at the start of the apply program";
+  return "average the accumulated gradients across N ranks in buckets at the start of the apply program (zero=1: "
+         "reduce-scatter them, shard the optimizer state, all-gather the new weights)";
 }
 
 std::string AllReducePass::unmet_precondition(const Graph& g) const { return all_reduce_precondition(g); }
 
 void AllReducePass::run(Graph& g, PassContext&) {
   reset_counters();
+  if (opts_.zero == 1) {
+    AllReduceOptions::table().check(opts_, "all-reduce");
+    std::string unmet = all_reduce_precondition(g);
+    OTTER_CHECK(unmet.empty(), "all-reduce: ", unmet);
+    ZeroStats z = shard_optimizer_state(g, opts_.world);
+    finish_all_reduce(g, opts_.world);
+    count("tensors", z.tensors);
+    count("bytes_per_step", z.scatter_bytes + z.gather_bytes);
+    count("optimizer_state_bytes", z.state_bytes);
+    count("optimizer_state_bytes_unsharded", z.full_state_bytes);
+    return;
+  }
   AllReduceStats st = all_reduce_gradients(g, opts_);
   count("buckets", st.buckets);
   count("tensors", st.tensors);

@@ -19,10 +19,26 @@
 // program (gradients accumulate locally over K micro-batches, one reduction per step), or pick the
 // engine (the kernels use the communicator of kernels/collective.h: MPI on the host, NCCL on CUDA).
 //
+// `zero=1` (ZeRO stage 1, passes/all_reduce_zero.cc) instead reduce-scatters each accumulator
+// (ai.otter.ReduceScatter, one per tensor): each rank gets the reduced gradient of its shard of
+// ceil(n/N) elements of every parameter, keeps the optimizer moments of that shard only (state of
+// ceil(n/N) elements: 1/N of the optimizer state per rank), updates its shard of the weight (and of
+// the half copy hoist-weight-casts made) and all-gathers the new weights in place
+// (ai.otter.AllGather). The finite check and the clipping norm read the shards, and their partial
+// results are summed across the ranks (ai.otter.AllReduce of the flags and of the squared norms),
+// so every rank still skips and clips on the whole reduced gradient. The fp32 master weights stay
+// whole on every rank (the forward reads them). Runs after hoist-weight-casts (the half copies are
+// sharded with their masters); records the sharded states (zero_shards()) for checkpoints, which
+// gather them whole. Counters: tensors, bytes_per_step (reduce-scatter and all-gather inputs),
+// optimizer_state_bytes (per rank) and optimizer_state_bytes_unsharded.
+//
 //   before: %found.finite = ai.otter.AllFinite(%w.grad.acc, %b.grad.acc)
 //   after:  %w.grad.acc.reduced, %b.grad.acc.reduced = ai.otter.AllReduce(%w.grad.acc, %b.grad.acc) {op=sum,world=2}
 //           %found.finite = ai.otter.AllFinite(%w.grad.acc.reduced, %b.grad.acc.reduced)
 #pragma once
+
+#include <map>
+#include <string>
 
 #include "passes/options.h"
 #include "passes/pass.h"
@@ -32,6 +48,7 @@ namespace otter {
 struct AllReduceOptions {
   int64_t world = 1;                          // N: ranks of the job
   ByteSize bucket{int64_t{25} << 20};         // bytes per bucket (PyTorch DDP's default 25 MiB)
+  int64_t zero = 0;                           // ZeRO stage: 0 all-reduce, 1 sharded optimizer state
   bool operator==(const AllReduceOptions&) const = default;
   static const OptionTable<AllReduceOptions>& table();
 };
@@ -40,7 +57,22 @@ struct AllReduceStats {
   int64_t buckets = 0, tensors = 0, bytes_per_step = 0;
 };
 
+struct ZeroStats {
+  int64_t tensors = 0, scatter_bytes = 0, gather_bytes = 0;
+  int64_t state_bytes = 0, full_state_bytes = 0;  // optimizer state per rank, and unsharded
+};
+
 AllReduceStats all_reduce_gradients(Graph& g, const AllReduceOptions& o);
+// The first node of the apply program; fails naming `what` when there is none.
+Node* first_apply_node(const Graph& g, const std::string& what);
+// Both modes: records N in the graph and makes the backward seed S/(N*K).
+void finish_all_reduce(Graph& g, int64_t world);
+// zero=1: the rewrite described above, for a job of `world` ranks (passes/all_reduce_zero.cc).
+ZeroStats shard_optimizer_state(Graph& g, int64_t world);
+// The optimizer states zero=1 sharded, each with the parameter whose shard it holds (empty without).
+std::map<std::string, std::string> zero_shards(const Graph& g);
+// Elements of each shard of a tensor of `numel` elements over `world` ranks: ceil(numel/world).
+inline int64_t zero_shard_size(int64_t numel, int64_t world) { return (numel + world - 1) / world; }
 // N as the graph records it (graph metadata otter.training.data_parallel_ranks, next to the other
 // training facts, so an ONNX export keeps it): 1 without the pass.
 int64_t data_parallel_ranks(const Graph& g);

@@ -137,16 +137,17 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   // The apply program: finite check, unscale (1/S) and clipping, update, step count; it reads the
   // accumulators, so it comes last of the training passes.
   steps.push_back(pass_text("optimizer", o.optimizer));
-  // Data parallelism: the accumulators are averaged across ranks before the apply program reads them,
-  // so the finite check, clipping and the update see the same gradients on every rank.
-  if (o.all_reduce.world > 1) {
-    require(registry, "all-reduce", "data parallelism");
-    steps.push_back(pass_text("all-reduce", o.all_reduce));
-  }
   // Mixed precision: the weights' half copies become state the updates write, once per step.
   if (o.precision != Precision::kFp32) {
     require(registry, "hoist-weight-casts", "precision " + enum_name(o.precision));
     steps.push_back("hoist-weight-casts");
+  }
+  // Data parallelism: the accumulators are averaged across ranks before the apply program reads them,
+  // so the finite check, clipping and the update see the same gradients on every rank. After the
+  // half copies are hoisted, so that zero=1 shards each update with its half copy.
+  if (o.all_reduce.world > 1) {
+    require(registry, "all-reduce", "data parallelism");
+    steps.push_back(pass_text("all-reduce", o.all_reduce));
   }
   // Buffers are planned on the final graph (the session fixes the batch size first, so shapes are
   // static): any rewrite after this would invalidate the plan.

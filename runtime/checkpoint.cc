@@ -45,6 +45,7 @@ std::string meta_to_json(const CheckpointMeta& m) {
       .add("pipeline", m.pipeline)
       .add("batch_size", m.batch_size)
       .add("accum", m.accum)
+      .add("ranks", m.ranks)
       .add("seed", m.seed)
       .add("step", m.step)
       .add("epoch", m.loader.epoch)
@@ -82,6 +83,7 @@ CheckpointMeta meta_from_json(const std::string& text, const std::string& what) 
   m.pipeline = to_string(j, "pipeline", what);
   m.batch_size = to_int(j, "batch_size", what);
   m.accum = to_int(j, "accum", what);
+  m.ranks = j.count("ranks") ? to_int(j, "ranks", what) : 1;
   m.seed = to_int(j, "seed", what);
   m.step = to_int(j, "step", what);
   m.loader.epoch = to_int(j, "epoch", what);

@@ -5,7 +5,7 @@
 //                        count, BatchNorm running statistics: every state tensor, by graph name
 //                        (not the gradient accumulators: each step's first micro-batch overwrites them)
 //   DIR/checkpoint.json  format and version, the model and its fingerprint, the pipeline, batch
-//                        size, K and seed, the step counter, the data loader's epoch and position,
+//                        size, K, the ranks N and seed, the step counter, the data loader's epoch and position,
 //                        and the Dropout generator's state
 //
 // A save writes DIR.tmp completely (files and directory synced), then exchanges it with DIR in one
@@ -34,6 +34,7 @@ struct CheckpointMeta {
   std::string pipeline;     // the training pipeline text
   int64_t batch_size = 0;   // micro-batch b
   int64_t accum = 1;        // K
+  int64_t ranks = 1;        // N: ranks of the data-parallel job that wrote it (absent in older files: 1)
   int64_t seed = 0;
   int64_t step = 0;         // optimizer steps taken, skipped ones included
   LoaderState loader;       // epoch and batches already taken in it

@@ -1,10 +1,14 @@
 // TrainingSession in a data-parallel job (see training_session.h, passes/all_reduce.h,
 // runtime/distributed.h): the check that the job matches the graph and that every rank runs the
-// same thing, the mean of per-rank metrics, and evaluation sharded across the ranks.
+// same thing, the mean of per-rank metrics, evaluation sharded across the ranks, and the ZeRO-1
+// optimizer-state shards made whole for checkpoints (and cut again on resume).
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "graph/error.h"
 #include "kernels/collective.h"
+#include "passes/all_reduce.h"
 #include "runtime/distributed.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
@@ -31,6 +35,32 @@ double TrainingSession::mean_over_ranks(double v) const {
   Tensor t = Tensor::scalar<double>(v);
   world().host->all_reduce({&t}, ReduceOp::kAvg);
   return t.data<double>()[0];
+}
+
+Tensor TrainingSession::gather_shards(const std::string& name) const {
+  const Value* p = graph_->value(shards_.at(name));
+  const Tensor mine = tensor(name);
+  const World& w = world();
+  OTTER_CHECK(w.host && w.size() == ranks_, "checkpoint: '", name, "' is sharded over ", ranks_,
+              " ranks, and this process is not in such a job");
+  Tensor all(mine.dtype(), {mine.numel() * ranks_});
+  w.host->all_gather(mine, all);
+  // The shards in rank order, less the last one's padding, in the parameter's shape.
+  Tensor whole(mine.dtype(), p->shape().static_dims());
+  std::memcpy(whole.raw(), all.raw(), whole.nbytes());
+  return whole;
+}
+
+Tensor TrainingSession::own_shard(const std::string& name, const Tensor& whole) const {
+  const int64_t c = zero_shard_size(whole.numel(), ranks_);
+  const int64_t begin = std::min<int64_t>(whole.numel(), world().rank() * c);
+  const int64_t count = std::min<int64_t>(whole.numel() - begin, c);
+  OTTER_CHECK(whole.on_host(), "checkpoint: '", name, "' is not a host tensor");
+  Tensor shard(whole.dtype(), {c});
+  const size_t es = dtype_size(whole.dtype());
+  std::memset(shard.raw(), 0, shard.nbytes());
+  std::memcpy(shard.raw(), static_cast<const char*>(whole.raw()) + begin * es, static_cast<size_t>(count) * es);
+  return shard;
 }
 
 EvalResult TrainingSession::evaluate_shard(const Dataset& data) {

@@ -73,10 +73,11 @@ class MpiCommunicator : public Communicator {
     check_host(in, "all_gather");
     OTTER_CHECK(in.dtype() == out.dtype() && out.numel() == in.numel() * size_, "all_gather: ", out.describe(),
                 " is not ", size_, " times ", in.describe());
+    check_host(out, "all_gather");
+    // A gather moves bytes: any dtype (the half copies of ZeRO-1 too).
     MPI_Request r;
-    MPI_Datatype dt = mpi_type(in.dtype(), "all_gather");
-    MPI_Iallgather(in.raw(), static_cast<int>(in.numel()), dt, out.raw(), static_cast<int>(in.numel()), dt,
-                   MPI_COMM_WORLD, &r);
+    const int bytes = static_cast<int>(in.nbytes());
+    MPI_Iallgather(in.raw(), bytes, MPI_BYTE, out.raw(), bytes, MPI_BYTE, MPI_COMM_WORLD, &r);
     std::vector<MPI_Request> reqs{r};
     wait(reqs, "all_gather");
   }
@@ -105,8 +106,12 @@ class MpiCommunicator : public Communicator {
     for (int64_t polls = 0;; ++polls) {
       int done = 0;
       MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
-      if (done) return;
       const auto now = clock::now();
+      if (done) {
+        busy_seconds += std::chrono::duration<double>(now - start).count();
+        ++calls;
+        return;
+      }
       if (now > deadline)
         fail(what, " timed out after ", timeout_seconds, " s on rank ", rank_, " of ", size_,
              " (engine mpi): another rank died, hangs, or is running a different step");

@@ -9,9 +9,10 @@
 #include "graph/error.h"
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
-#include "passes/mixed_precision.h"
+#include "kernels/collective.h"
 #include "passes/all_reduce.h"
 #include "passes/batchnorm_mode.h"
+#include "passes/mixed_precision.h"
 #include "runtime/constant_eval.h"
 #include "runtime/initial_values.h"
 
@@ -183,6 +184,7 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   const TrainingFacts facts = g.training_facts();
   s->accum_ = facts.accumulation_steps;
   s->ranks_ = otter::data_parallel_ranks(g);  // passes/all_reduce.h
+  s->shards_ = zero_shards(g);
   s->loss_name_ = fact_value(g, facts.loss, "loss", "autodiff");
   s->lr_name_ = fact_value(g, facts.learning_rate, "learning rate", "optimizer");
   s->finite_name_ = fact_value(g, facts.finite, "finite flag", "optimizer");
@@ -332,6 +334,7 @@ Checkpoint TrainingSession::checkpoint(const LoaderState& loader) const {
   m.pipeline = pipeline_;
   m.batch_size = opts_.batch_size;
   m.accum = accum_;
+  m.ranks = ranks_;
   m.seed = opts_.seed;
   m.step = step_;
   m.loader = loader;
@@ -339,7 +342,8 @@ Checkpoint TrainingSession::checkpoint(const LoaderState& loader) const {
   rng << micro_->rng();
   m.rng = rng.str();
   for (const std::string& name : state_order_)
-    if (!accumulators_.count(name)) c.tensors.emplace_back(name, tensor(name));
+    if (!accumulators_.count(name))
+      c.tensors.emplace_back(name, shards_.count(name) ? gather_shards(name) : tensor(name));
   return c;
 }
 
@@ -351,6 +355,9 @@ void TrainingSession::restore(const Checkpoint& c) {
   OTTER_CHECK(m.batch_size == opts_.batch_size && m.accum == accum_ && m.seed == opts_.seed,
               "it was written with batch size ", m.batch_size, ", K ", m.accum, " and seed ", m.seed,
               "; this session has ", opts_.batch_size, ", ", accum_, " and ", opts_.seed);
+  OTTER_CHECK(m.ranks == ranks_, "it was written by a data-parallel job of ", m.ranks, " rank", m.ranks == 1 ? "" : "s",
+              ", and this job has ", ranks_, ": resume it ",
+              m.ranks == 1 ? std::string("in one process") : str_cat("under mpirun -np ", m.ranks));
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : c.tensors) given[name] = &t;
   std::vector<std::string> problems;
@@ -363,8 +370,10 @@ void TrainingSession::restore(const Checkpoint& c) {
       continue;
     }
     const Tensor& t = *it->second;
-    if (t.dtype() != v->dtype() || !(Shape::of(t.dims()) == v->shape()))
-      problems.push_back(str_cat("tensor '", name, "' is ", t.describe(), ", the session has ", v->type_string()));
+    // A sharded optimizer state is stored whole, in its parameter's shape.
+    const Value* whole = shards_.count(name) ? graph_->value(shards_.at(name)) : v;
+    if (t.dtype() != v->dtype() || !(Shape::of(t.dims()) == whole->shape()))
+      problems.push_back(str_cat("tensor '", name, "' is ", t.describe(), ", the session has ", whole->type_string()));
     given.erase(it);
   }
   for (const auto& [name, t] : given) problems.push_back(str_cat("unexpected tensor '", name, "' (", t->describe(), ")"));
@@ -378,13 +387,15 @@ void TrainingSession::restore(const Checkpoint& c) {
   std::istringstream in(m.rng);
   in >> rng;
   OTTER_CHECK(!in.fail(), "its generator state is not readable");
-  for (const auto& [name, t] : c.tensors) state_[name] = device_->to_device(t.clone());
+  for (const auto& [name, t] : c.tensors)
+    state_[name] = device_->to_device(shards_.count(name) ? own_shard(name, t) : t.clone());
   micro_->rng() = rng;
   step_ = m.step;
 }
 
 void TrainingSession::save(const std::string& dir, const LoaderState& loader) const {
-  write_checkpoint(dir, checkpoint(loader));
+  Checkpoint c = checkpoint(loader);  // a collective with zero=1: every rank takes part
+  if (ranks_ == 1 || world().rank() == 0) write_checkpoint(dir, c);
 }
 
 LoaderState TrainingSession::load(const std::string& dir) {

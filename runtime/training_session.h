@@ -115,7 +115,9 @@ class TrainingSession {
   // so every rank returns the metrics of the whole set (runtime/data_parallel.cc).
   EvalResult evaluate(const Dataset& data);
 
-  // Checkpoints (runtime/checkpoint.h). `loader` is the data position to resume from.
+  // Checkpoints (runtime/checkpoint.h). `loader` is the data position to resume from. In a
+  // data-parallel job every rank calls save (with zero=1 the optimizer-state shards are gathered
+  // whole: a collective) and rank 0 alone writes; a checkpoint resumes in a job of the same N.
   void save(const std::string& dir, const LoaderState& loader = {}) const;
   // Restores a checkpoint written by a session of the same model and options; returns the data
   // position it was saved at. Fails, changing nothing, on another model, missing or extra
@@ -142,7 +144,8 @@ class TrainingSession {
   // 1 without). Each rank's train_step then takes its own K*b samples of a global batch of N*K*b.
   int64_t data_parallel_ranks() const { return ranks_; }
   int64_t steps_taken() const { return step_; }
-  // Host copies of the persistent tensors (parameters, moments, counters, running statistics).
+  // Host copies of the persistent tensors (parameters, moments, counters, running statistics). With
+  // all-reduce{zero=1} the optimizer moments are this rank's shard (checkpoints hold them whole).
   Tensor tensor(const std::string& name) const;
   std::vector<std::string> state_names() const;
   // The trainable parameters (those the optimizer updates), in graph order.
@@ -161,6 +164,10 @@ class TrainingSession {
   // rank trains the same model with the same flags; the mean of a per-rank value; sharded evaluation.
   void join_data_parallel_job();
   double mean_over_ranks(double v) const;
+  // zero=1 (passes/all_reduce.h): a sharded optimizer state whole (gathered from every rank, the
+  // parameter's shape), and this rank's shard of a whole one.
+  Tensor gather_shards(const std::string& name) const;
+  Tensor own_shard(const std::string& name, const Tensor& whole) const;
   EvalResult evaluate_shard(const Dataset& data);
 
   TrainingOptions opts_;
@@ -177,6 +184,7 @@ class TrainingSession {
   std::map<std::string, Tensor> fixed_;   // initial values of weights that are not trained
   int64_t accum_ = 1;  // K (TrainingFacts)
   int64_t ranks_ = 1;  // N (passes/all_reduce.h data_parallel_ranks)
+  std::map<std::string, std::string> shards_;  // zero=1: sharded optimizer state -> its parameter
   std::string loss_name_, lr_name_, finite_name_, scale_name_;
   std::vector<Tensor> losses_;  // of the micro-steps taken since the last apply()
   int64_t step_ = 0;

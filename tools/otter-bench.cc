@@ -1,6 +1,8 @@
 // otter-bench: train-step time and peak memory of a model, optionally side by side with PyTorch
 // eager on the same weights, batches, optimizer, precision and thread count (one invocation, so
 // both run on the same machine at the same time of day; compare the ratio, not the milliseconds).
+// Under `mpirun -np N` each rank times its data-parallel steps and rank 0 reports the communication
+// share; `--ranks N` runs that job itself against one process with the same global batch (bench_dp.h).
 #include <omp.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -18,9 +20,11 @@
 
 #include "graph/error.h"
 #include "graph/graph_stats.h"
+#include "runtime/distributed.h"
 #include "runtime/json.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
+#include "tools/bench_dp.h"
 #include "tools/cli.h"
 #include "tools/peak_flops.h"
 
@@ -38,7 +42,8 @@ const char* kUsage =
     "peak memory. MODEL is a path to an .onnx file or one of the benchmark models: mlp, cnn, gpt,\n"
     "resnet18, gpt_large (models/bench/README.md), or 'all'. Batches are seeded random inputs and\n"
     "labels; with --vs-torch the same batches train the PyTorch module the model was exported from\n"
-    "(models/bench/torch_bench.py) in the same invocation and the ratio is printed.\n"
+    "(models/bench/torch_bench.py) in the same invocation and the ratio is printed. Under mpirun -np N\n"
+    "(or with --ranks N) the step is data-parallel and the communication share is reported.\n"
     "\n"
     "options:\n";
 
@@ -122,6 +127,7 @@ struct Result {
   double final_loss = 0;
   std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
   int64_t flops_per_step = -1;     // otter's FLOP estimate of one optimizer step (-1: unknown)
+  double comm_ms = 0;              // data-parallel: per step inside collectives (bench_dp.h)
 };
 
 struct Settings {
@@ -132,6 +138,7 @@ struct Settings {
   PeakFlops peak;    // the machine's GEMM peak for this precision and thread count (cpu only)
   LoraOptions lora;  // fine-tune adapters when lora.targets is set
   RecomputePolicy recompute = RecomputePolicy::kNone;
+  int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -189,9 +196,11 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.lora = st.lora;
   o.pipeline.recompute.policy = st.recompute;
   o.device = st.device;
+  if (st.ranks > 1) o.pipeline.all_reduce = {st.ranks, o.pipeline.all_reduce.bucket, st.zero};
   auto session = TrainingSession::create(m.path, o);
   const int64_t per_step = session->global_batch();
-  auto data = random_samples(*session, per_step * 4, 1);  // four distinct global batches, cycled
+  // Four distinct global batches, cycled (each rank its own).
+  auto data = random_samples(*session, per_step * 4, 1 + static_cast<uint64_t>(distributed_info().rank));
   write_npz(data_path, std::vector<std::pair<std::string, Tensor>>(data.begin(), data.end()));
   reset_host_peak_bytes();
   const int64_t live_before = host_live_bytes();
@@ -199,7 +208,9 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   Result r{"otter", session->device().describe()};
   OpProfile::global().enabled = st.profile;
   OpProfile::global().reset();
+  double comm_before = 0;
   for (int64_t s = 0; s < st.warmup + st.steps; ++s) {
+    if (s == st.warmup) comm_before = comm_seconds();
     auto batch = rows(data, (s % 4) * per_step, per_step);
     auto t0 = std::chrono::steady_clock::now();
     r.final_loss = session->train_step(batch).loss;  // returns after the step's metrics reached the host
@@ -208,6 +219,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
     if (st.profile && s + 1 == st.warmup) OpProfile::global().reset();
   }
   r.ms = summarize(ms);
+  r.comm_ms = 1000 * (comm_seconds() - comm_before) / static_cast<double>(st.steps);
   r.peak_bytes = static_cast<int64_t>(session->device().peak_bytes());
   r.peak_rss_bytes = peak_rss_bytes();
   r.plan = compute_graph_stats(session->graph());
@@ -317,6 +329,10 @@ std::string json_line(const BenchModel& m, const Settings& st, const Result& min
   j.add("accum", st.accum).add("threads", st.threads).add("steps", st.steps).add("optimizer", st.optimizer);
   j.add("ms_per_step", mine.ms.median).add("ms_min", mine.ms.min).add("ms_max", mine.ms.max);
   j.add("peak_bytes", mine.peak_bytes).add("peak_rss_bytes", mine.peak_rss_bytes).add("final_loss", mine.final_loss);
+  if (st.ranks > 1) {
+    j.add("ranks", st.ranks).add("zero", st.zero).add("comm_ms_per_step", mine.comm_ms);
+    j.add("optimizer_state_bytes", mine.plan ? mine.plan->optimizer_state.bytes : 0);
+  }
   auto [rate, fraction] = achieved(mine, st.peak);
   j.add("flops_per_step", mine.flops_per_step).add("achieved_flops", rate);
   j.add("peak_flops", st.peak.flops > 0 ? st.peak.flops : std::numeric_limits<double>::quiet_NaN());
@@ -349,6 +365,10 @@ void bench_one(const BenchModel& m, const Settings& st, const cli::Args& args, c
     std::printf("  LoRA: %s\n", lora_step(p).c_str());
   }
   print_row(mine, !st.lora.targets.empty());
+  if (st.ranks > 1)
+    std::printf("  %lld ranks%s: communication %.2f ms/step (%.1f%% of the step), optimizer state per rank %s\n",
+                static_cast<long long>(st.ranks), st.zero ? " (zero 1)" : "", mine.comm_ms,
+                100 * mine.comm_ms / mine.ms.median, mib(mine.plan->optimizer_state.bytes).c_str());
   print_compute(mine, st.peak);
   if (args.has("vs-full")) {
     Settings full = st;
@@ -485,17 +505,23 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"vs-full", false, "with --lora: also full fp32 fine-tuning of every parameter, for the memory it needs"},
       {"recompute", true, "none|cheap|layers: recompute activations in the backward pass (passes/recompute.h)", "P"},
       {"vs-recompute", false, "with --recompute: also run without recomputation and print the ratios"},
+      {"ranks", true, "also run the step data-parallel on N ranks (mpirun on this machine) against one process "
+                      "with the same global batch (--accum N*K)", "N"},
+      {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
       {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
       {"help", false, "show this help"},
   };
 }
 
 // The run's settings from the flags (every model shares them but the batch).
-Settings read_settings(const cli::Args& args) {
+Settings read_settings(const cli::Args& args, int64_t ranks) {
   Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
               args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
               args.get_float("lr", 1e-3)};
   st.profile = args.has("profile");
+  st.ranks = ranks;
+  st.zero = args.get_int("zero", 0);
+  OTTER_CHECK(st.zero == 0 || st.zero == 1, "otter-bench: --zero must be 0 or 1");
   if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
   st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
   OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
@@ -508,6 +534,18 @@ Settings read_settings(const cli::Args& args) {
   OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
   st.peak = measure_peak(st, args.get_int("peak-size", 2048));  // after the checks: it takes a while
   return st;
+}
+
+// --ranks N: the bench as a job of N ranks under mpirun against one process with the same global batch.
+void run_ranks(const BenchModel& m, const Settings& st, int64_t ranks, const std::string& data, int argc, char** argv) {
+  const DpFigures job = run_under_mpirun(ranks, argc, argv);
+  Settings one = st;
+  one.accum = st.accum * ranks;
+  const Result r = bench_otter(m, one, data);
+  print_dp_comparison(str_cat(m.name, " (batch ", st.batch, ", global batch ", st.batch * one.accum, ", ", st.precision,
+                              ", ", st.optimizer, ", ", st.threads, " threads per process)"),
+                      ranks, st.accum, st.zero != 0,
+                      {r.ms.median, r.ms.min, r.ms.max, 0, r.plan->optimizer_state.bytes}, job);
 }
 
 int run(int argc, char** argv) {
@@ -526,7 +564,13 @@ int run(int argc, char** argv) {
   openblas_set_num_threads(omp_get_max_threads());
   const std::string root = OTTER_SOURCE_DIR;
   const std::vector<BenchModel> models = models_to_run(args, root);
-  Settings st = read_settings(args);
+  // Under mpirun: one rank of a data-parallel job; rank 0 alone prints.
+  const DistributedInfo dist = init_distributed(DistributedMode::kAuto, 300);
+  if (dist.rank != 0 && !std::freopen("/dev/null", "w", stdout)) fail("rank ", dist.rank, ": cannot silence stdout");
+  const int64_t ranks = args.get_int("ranks", 1);
+  OTTER_CHECK(ranks >= 1 && (ranks == 1 || (dist.size == 1 && models.size() == 1)),
+              "otter-bench: --ranks takes N >= 1, one model, and is not itself run under mpirun");
+  Settings st = read_settings(args, dist.size);
   const fs::path tmp = fs::temp_directory_path() / ("otter-bench-" + std::to_string(getpid()));
   fs::create_directories(tmp);
   struct RemoveOnExit {  // also when a model fails
@@ -542,11 +586,14 @@ int run(int argc, char** argv) {
   }
   for (const BenchModel& m : models) {
     st.batch = args.get_int("batch", m.batch);
-    bench_one(m, st, args, root, (tmp / (m.name + ".npz")).string());
+    const std::string data = (tmp / (m.name + ".npz")).string();
+    if (ranks > 1) run_ranks(m, st, ranks, data, argc, argv);
+    else bench_one(m, st, args, root, data);
   }
+  finalize_distributed();
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) { return otter::cli::guarded_main(run, argc, argv); }
+int main(int argc, char** argv) { return otter::rank_guarded_main(run, argc, argv); }

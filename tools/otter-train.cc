@@ -155,15 +155,17 @@ int cmd_train(int argc, char** argv) {
   StepPeak peak;
   auto session = TrainingSession::create(model, opts);
   if (args.has("resume")) loader.set_state(session->load(args.get("resume")));
-  std::printf("training %s on %s: %" PRId64 " samples, %" PRId64 " steps of %" PRId64 " (%sK=%" PRId64
-              " x b=%" PRId64 "), %" PRId64 " steps per epoch, device %s\n",
+  std::printf("training %s on %s: %" PRId64 " samples, %" PRId64 " steps of %" PRId64 " (%sK=%" PRId64 " x b=%" PRId64
+              "), %" PRId64 " steps per epoch, device %s\n",
               model.c_str(), data_path.c_str(), train.size(), total, global,
-              dist.size > 1 ? str_cat("N=", dist.size, " ranks x ").c_str() : "", opts.pipeline.accum,
-              opts.batch_size, per_epoch, session->device().describe().c_str());
+              dist.size > 1
+                  ? str_cat("N=", dist.size, " ranks", opts.pipeline.all_reduce.zero ? " (ZeRO-1)" : "", " x ").c_str()
+                  : "",
+              opts.pipeline.accum, opts.batch_size, per_epoch, session->device().describe().c_str());
   if (session->steps_taken() >= total) std::printf("the checkpoint has already taken %" PRId64 " steps\n", total);
   print_parameter_selection(model, *session);
 
-  TrainLoop loop{total, per_epoch, epochs, global, lead ? args.get("save") : "", eval ? &*eval : nullptr};
+  TrainLoop loop{total, per_epoch, epochs, global, args.get("save", ""), eval ? &*eval : nullptr};
   loop.dist = dist;
   loop.log_every = log_every_flag ? log_every_flag : steps_flag ? std::max<int64_t>(1, total / 10) : 0;
   NonFiniteMonitor nonfinite(parse_nonfinite_policy(args.get("on-nonfinite", "stop")), *session);

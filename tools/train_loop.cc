@@ -55,6 +55,7 @@ void TrainLoop::run(TrainingSession& s, DataLoader& loader, StepLog& log, StepPe
       print_progress(where, r, iv, s, eval);
       iv = Interval();
     }
+    // Every rank saves (ZeRO-1 gathers the optimizer-state shards); rank 0 alone writes.
     if (!save_dir.empty() && (epoch_end || done)) s.save(save_dir, loader.state());
   }
 }
@@ -64,6 +65,10 @@ std::vector<cli::FlagSpec> distributed_flags() {
       {"distributed", true, "auto|mpi|off: join the MPI job mpirun started (auto: when launched by mpirun)", "MODE"},
       {"comm-timeout", true, "seconds a collective may wait for the other ranks before failing (default 300)", "S"},
       {"bucket", true, "bytes of gradients per all-reduce under mpirun (default 25MiB)", "BYTES"},
+      {"zero", true,
+       "0|1: ZeRO stage under mpirun; 1: reduce-scatter, each rank keeps 1/N of the optimizer state "
+       "(default 0; no effect in one process)",
+       "STAGE"},
   };
 }
 
@@ -75,6 +80,11 @@ DistributedInfo join_job(const cli::Args& args, TrainingOptions& o) {
     const std::string why = option_codec::parse(args.get("bucket"), o.pipeline.all_reduce.bucket);
     if (!why.empty() || o.pipeline.all_reduce.bucket.bytes <= 0)
       fail("--bucket must be a positive size such as 4MiB, got '", args.get("bucket"), "'", why.empty() ? "" : ": ", why);
+  }
+  if (args.has("zero")) {
+    const std::string z = args.get("zero");
+    if (z != "0" && z != "1") fail("--zero must be 0 or 1, got '", z, "'");
+    o.pipeline.all_reduce.zero = z == "1";
   }
   DistributedInfo d = init_distributed(mode, timeout);
   if (d.size > 1) {

@@ -1,6 +1,6 @@
 // otter-train's training loop: steps until the end, progress lines, one JSON object per step
 // (--log-json, tools/train_memory.h), checkpoints at epoch ends; and the flags and set-up of a data-parallel run
-// (--distributed, --comm-timeout, --bucket), under mpirun: every rank draws the same global batch of
+// (--distributed, --comm-timeout, --bucket, --zero), under mpirun: every rank draws the same global batch of
 // N*K*b samples and trains on its own K*b of them; rank 0 alone prints, logs, checkpoints and exports.
 #pragma once
 
@@ -26,7 +26,7 @@ struct Interval {
 // The training loop: steps until `total`, progress lines, per-step JSON, checkpoints at epoch ends.
 struct TrainLoop {
   int64_t total, per_epoch, epochs, global;
-  std::string save_dir;   // empty: no checkpoints
+  std::string save_dir;   // empty: no checkpoints (every rank saves; rank 0 writes)
   const Dataset* eval;    // null: no evaluation
   int64_t log_every = 0;  // 0: one line per epoch
   NonFiniteMonitor* nonfinite = nullptr;
@@ -35,7 +35,7 @@ struct TrainLoop {
   void run(TrainingSession& s, DataLoader& loader, StepLog& log, StepPeak& peak) const;
 };
 
-// --distributed, --comm-timeout, --bucket.
+// --distributed, --comm-timeout, --bucket, --zero.
 std::vector<cli::FlagSpec> distributed_flags();
 // Joins the job the flags and the environment describe (runtime/distributed.h) and, with N > 1
 // ranks, sets the all-reduce pass's options. On ranks other than 0, standard output goes to

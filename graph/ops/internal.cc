@@ -137,12 +137,39 @@ void register_internal_ops(OpTable& t) {
                      ctx.set_output(i, ctx.in_dtype(i), shape_of(ctx, i));
                    }
                  }));
+  // ZeRO-1 (passes/all_reduce.h, zero=1): shards of ceil(numel/N) elements, the last rank's padded with zeros.
+  // ReduceScatter(x) {op=sum, world=N} -> y[ceil(numel(x)/N)]: this rank's shard of the sum over the ranks.
+  // Shard(x) {world=N} -> y[ceil(numel(x)/N)]: a copy of this rank's shard of x.
+  // AllGather(y, x) {world=N} -> x': every rank's shard y, in rank order, written into x's buffer.
+  auto shard_shape = [](InferContext& ctx) {
+    const Shape& s = shape_of(ctx, 0);
+    if (!s.is_static()) ctx.error("input 0 must have a static shape to be sharded");
+    const int64_t n = ctx.node().attr_i("world", 1);
+    if (n < 1) ctx.error("world must be positive");
+    return Shape::of({(s.numel() + n - 1) / n});
+  };
+  t.add(internal("ReduceScatter", "this rank's shard of the sum of the input over the ranks (ZeRO-1)",
+                 [shard_shape](InferContext& ctx) {
+                   require_float(ctx, 0);
+                   ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx));
+                 }));
+  t.add(internal("Shard", "a copy of this rank's shard of the input (ZeRO-1)",
+                 [shard_shape](InferContext& ctx) { ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx)); }));
+  t.add(internal("AllGather", "the ranks' shards, in rank order, written into input 1 (ZeRO-1)", [](InferContext& ctx) {
+    const int64_t n = ctx.node().attr_i("world", 1);
+    const Shape& full = shape_of(ctx, 1);
+    if (ctx.in_dtype(0) != ctx.in_dtype(1)) ctx.error("the shard and the target differ in type");
+    if (!full.is_static() || !shape_of(ctx, 0).is_static() || shape_of(ctx, 0).numel() != (full.numel() + n - 1) / n)
+      ctx.error("input 0 must be a shard of ceil(numel/world) elements of input 1");
+    ctx.set_output(0, ctx.in_dtype(1), full);
+  }));
   register_optimizer_ops(t);
   // The accumulate and update kernels write their state input in place and return it as the output.
   t.mutable_find(kOtterDomain, "AccumulateGrad", 1)->views = {{0, 0}};
   t.mutable_find(kOtterDomain, "GemmAccumulate", 1)->views = {{0, 2}};
   t.mutable_find(kOtterDomain, "SGDUpdate", 1)->views = {{0, 0}, {1, 2}, {2, 6}};
   t.mutable_find(kOtterDomain, "AdamUpdate", 1)->views = {{0, 0}, {1, 2}, {2, 3}, {3, 8}};
+  t.mutable_find(kOtterDomain, "AllGather", 1)->views = {{0, 1}};
   auto& reduced = t.mutable_find(kOtterDomain, "AllReduce", 1)->views;
   for (int i = 0; i < 256; ++i) reduced.emplace_back(i, i);  // passes/all_reduce.cc: at most 256 per bucket
 }

@@ -1,9 +1,9 @@
 // The NCCL engine of the collective interface (kernels/collective.h) for CUDA tensors, and the CUDA
-// kernel of ai.otter.AllReduce. Built with the CUDA backend where CMake finds NCCL and MPI
-// (OTTER_HAVE_NCCL). The communicator is bootstrapped over the host (MPI) communicator: rank 0
-// makes the ncclUniqueId and broadcasts it. NCCL runs non-blocking on the device's stream; the
-// host polls the stream and the communicator's error state until done or until the deadline, then
-// aborts the communicator and fails naming the collective.
+// kernels of ai.otter.AllReduce and of ZeRO-1's ReduceScatter, Shard and AllGather. Built with
+// the CUDA backend where CMake finds NCCL and MPI (OTTER_HAVE_NCCL). The communicator is bootstrapped over the host
+// (MPI) communicator: rank 0 makes the ncclUniqueId and broadcasts it. NCCL runs non-blocking on the device's stream;
+// the host polls the stream and the communicator's error state until done or until the deadline, then aborts the
+// communicator and fails naming the collective.
 #include <nccl.h>
 
 #include <chrono>
@@ -108,7 +108,12 @@ class NcclCommunicator : public Communicator {
   // Polls the communicator (non-blocking calls may still be in progress) and the stream.
   void wait(const char* what, bool stream_too = true) {
     using clock = std::chrono::steady_clock;
-    const auto deadline = clock::now() + std::chrono::duration<double>(timeout_seconds);
+    const auto start = clock::now();
+    const auto deadline = start + std::chrono::duration<double>(timeout_seconds);
+    auto done = [&] {
+      busy_seconds += std::chrono::duration<double>(clock::now() - start).count();
+      ++calls;
+    };
     for (;;) {
       ncclResult_t state = ncclSuccess;
       ncclCommGetAsyncError(comm_, &state);
@@ -118,9 +123,9 @@ class NcclCommunicator : public Communicator {
         fail(what, " failed on rank ", rank_, " of ", size_, " (engine nccl): ", ncclGetErrorString(state));
       }
       if (state == ncclSuccess) {
-        if (!stream_too) return;
+        if (!stream_too) return done();
         cudaError_t q = cudaStreamQuery(stream_);
-        if (q == cudaSuccess) return;
+        if (q == cudaSuccess) return done();
         if (q != cudaErrorNotReady) OTTER_CUDA_CHECK(q);
       }
       if (clock::now() > deadline) {
@@ -143,6 +148,29 @@ class AllReduceKernel : public Kernel {
   void run(KernelContext& ctx) override { run_all_reduce(ctx, /*on_host=*/false); }
 };
 
+// Byte copies on the kernel's stream, for the padding of the last ZeRO-1 shard.
+const DeviceBytes& cuda_bytes() {
+  static const DeviceBytes b{
+      [](void* dst, const void* src, size_t n, void* stream) {
+        if (n)
+          OTTER_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+      },
+      [](void* dst, size_t n, void* stream) {
+        if (n) OTTER_CUDA_CHECK(cudaMemsetAsync(dst, 0, n, static_cast<cudaStream_t>(stream)));
+      }};
+  return b;
+}
+
+// The ZeRO-1 ops on CUDA tensors (kernels/collective.h), through the device communicator.
+class ZeroKernel : public Kernel {
+ public:
+  explicit ZeroKernel(void (*body)(KernelContext&, bool, const DeviceBytes&)) : body_(body) {}
+  void run(KernelContext& ctx) override { body_(ctx, /*on_host=*/false, cuda_bytes()); }
+
+ private:
+  void (*body_)(KernelContext&, bool, const DeviceBytes&);
+};
+
 }  // namespace
 
 std::shared_ptr<Communicator> make_device_communicator(Communicator& host, Device& device) {
@@ -157,6 +185,15 @@ void register_cuda_collective_kernels(KernelRegistry& r) {
   d.device = DeviceType::kCuda;
   d.dtypes = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
   d.create = [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<AllReduceKernel>(); };
+  r.add(d);
+  d.op_type = "ReduceScatter";
+  d.create = [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<ZeroKernel>(run_reduce_scatter); };
+  r.add(d);
+  d.op_type = "Shard";
+  d.create = [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<ZeroKernel>(run_shard); };
+  r.add(d);
+  d.op_type = "AllGather";
+  d.create = [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<ZeroKernel>(run_all_gather); };
   r.add(std::move(d));
 }
 

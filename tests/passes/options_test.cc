@@ -162,6 +162,7 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   rc.budget.bytes = 3 << 20;
   expect_round_trip("recompute", rc);
   expect_round_trip("all-reduce", AllReduceOptions{4, ByteSize{1 << 20}});
+  expect_round_trip("all-reduce", AllReduceOptions{2, ByteSize{int64_t{25} << 20}, 1});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
                         "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce"})
     covered.insert(n);

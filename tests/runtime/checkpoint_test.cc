@@ -269,6 +269,23 @@ TEST_F(BadCheckpoint, AnotherBatchSize) {
   EXPECT_HAS(load_error(c), "batch size 8");
 }
 
+// A checkpoint of a data-parallel job (checkpoint.json "ranks") resumes only in a job of the same
+// N; files written before the field existed read as one rank.
+TEST_F(BadCheckpoint, AnotherRankCount) {
+  Checkpoint c = good_;
+  c.meta.ranks = 2;
+  EXPECT_HAS(load_error(c), "written by a data-parallel job of 2 ranks, and this job has 1: resume it under mpirun -np 2");
+  auto [meta, state] = serialize_checkpoint(good_);
+  EXPECT_HAS(meta, "\"ranks\": 1");
+  const size_t at = meta.find("\"ranks\": 1, ");
+  ASSERT_NE(at, std::string::npos) << meta;
+  meta.erase(at, std::string("\"ranks\": 1, ").size());
+  EXPECT_EQ(parse_checkpoint(meta, state, "old checkpoint").meta.ranks, 1);
+  c.meta.ranks = 3;
+  auto [meta3, state3] = serialize_checkpoint(c);
+  EXPECT_EQ(parse_checkpoint(meta3, state3, "three ranks").meta.ranks, 3);
+}
+
 TEST_F(BadCheckpoint, NotACheckpoint) {
   std::string e = error_of([&] { run_.session->load(tmp_.path + "/nowhere"); });
   EXPECT_HAS(e, "does not exist");
