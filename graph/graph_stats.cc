@@ -327,6 +327,19 @@ void write_total(JsonWriter& w, std::string_view k, const TensorTotal& t) {
   w.end_object();
 }
 
+// k: an array of one object per item of `items`, whose fields `fields(item)` writes.
+template <typename List, typename F>
+void write_object_array(JsonWriter& w, std::string_view k, const List& items, F&& fields) {
+  w.key(k);
+  w.begin_array();
+  for (const auto& item : items) {
+    w.begin_object();
+    fields(item);
+    w.end_object();
+  }
+  w.end_array();
+}
+
 }  // namespace
 
 GraphStats compute_graph_stats(const Graph& g, const DimBindings& bindings) {
@@ -410,37 +423,25 @@ void write_graph_stats_json(const GraphStats& s, JsonWriter& w) {
   w.field("backward", s.backward_nodes);
   w.field("apply", s.apply_nodes);
   w.end_object();
-  w.key("ops");
-  w.begin_array();
-  for (const auto& c : s.ops) {
-    w.begin_object();
+  write_object_array(w, "ops", s.ops, [&](const auto& c) {
     w.field("op", c.op);
     w.field("dtype", c.dtype);
     w.field("micro_step", c.micro_step);
     w.field("apply", c.apply);
-    w.end_object();
-  }
-  w.end_array();
+  });
   write_total(w, "parameters", s.param_total);
-  w.key("parameter_list");
-  w.begin_array();
-  for (const auto& p : s.params) {
-    w.begin_object();
+  write_object_array(w, "parameter_list", s.params, [&](const auto& p) {
     w.field("name", p.name);
     w.field("type", p.type);
     known_field(w, "bytes", p.bytes);
-    w.end_object();
-  }
-  w.end_array();
-  write_total(w, "constants", s.constants);
-  write_total(w, "trainable_parameters", s.trainable_params);
-  write_total(w, "frozen_parameters", s.frozen_params);
-  write_total(w, "accumulators", s.accumulators);
-  write_total(w, "optimizer_state", s.optimizer_state);
-  write_total(w, "half_copies", s.half_copies);
-  write_total(w, "loss_scale", s.loss_scale);
-  write_total(w, "model_state", s.model_state);
-  write_total(w, "inputs", s.inputs);
+  });
+  const std::pair<std::string_view, const TensorTotal*> totals[] = {
+      {"constants", &s.constants},         {"trainable_parameters", &s.trainable_params},
+      {"frozen_parameters", &s.frozen_params}, {"accumulators", &s.accumulators},
+      {"optimizer_state", &s.optimizer_state}, {"half_copies", &s.half_copies},
+      {"loss_scale", &s.loss_scale},       {"model_state", &s.model_state},
+      {"inputs", &s.inputs}};
+  for (const auto& [k, t] : totals) write_total(w, k, *t);
   w.key("flops");
   w.begin_object();
   known_field(w, "forward", s.forward_flops);
@@ -449,17 +450,12 @@ void write_graph_stats_json(const GraphStats& s, JsonWriter& w) {
   w.end_object();
   known_field(w, "activation_peak_bytes", s.activation_peak_bytes);
   w.field("activation_peak_at", s.activation_peak_at);
-  w.key("memory_plans");
-  w.begin_array();
-  for (const auto& p : s.memory_plans) {
-    w.begin_object();
+  write_object_array(w, "memory_plans", s.memory_plans, [&](const auto& p) {
     w.field("program", p.program);
     w.field("arena_bytes", p.arena_bytes);
     w.field("unplanned_peak_bytes", p.unplanned_peak_bytes);
     w.field("buffers", p.buffers);
-    w.end_object();
-  }
-  w.end_array();
+  });
   w.end_object();
 }
 

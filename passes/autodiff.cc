@@ -227,11 +227,10 @@ std::string AutodiffPass::summary() const {
 }
 
 void AutodiffPass::run(Graph& g, PassContext&) {
-  reset_counters();
   AutodiffResult r = autodiff(g, opts_);
-  count("params", static_cast<int64_t>(r.params.size()));
-  count("backward_nodes", r.backward_nodes);
-  count("zero_grads", r.zero_grads);
+  set_counters({{"params", static_cast<int64_t>(r.params.size())},
+                {"backward_nodes", r.backward_nodes},
+                {"zero_grads", r.zero_grads}});
 }
 
 }  // namespace otter

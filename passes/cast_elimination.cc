@@ -93,10 +93,8 @@ std::string CastEliminationPass::summary() const {
 }
 
 void CastEliminationPass::run(Graph& g, PassContext&) {
-  reset_counters();
   auto st = eliminate_casts(g);
-  count("casts_removed", st.casts_removed);
-  count("casts_merged", st.casts_merged);
+  set_counters({{"casts_removed", st.casts_removed}, {"casts_merged", st.casts_merged}});
 }
 
 }  // namespace otter

@@ -136,10 +136,8 @@ std::string GradAccumulationPass::unmet_precondition(const Graph& g) const {
 }
 
 void GradAccumulationPass::run(Graph& g, PassContext&) {
-  reset_counters();
   auto st = grad_accumulation(g, opts_);
-  count("accumulators", st.accumulators);
-  count("grads_fused", st.grads_fused);
+  set_counters({{"accumulators", st.accumulators}, {"grads_fused", st.grads_fused}});
 }
 
 }  // namespace otter

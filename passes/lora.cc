@@ -422,12 +422,11 @@ std::string LoraPass::unmet_precondition(const Graph& g) const {
 }
 
 void LoraPass::run(Graph& g, PassContext&) {
-  reset_counters();
   LoraResult r = add_lora(g, opts_);
-  count("adapters", static_cast<int64_t>(r.adapters.size()));
-  count("branches", r.branches);
-  count("adapter_params", r.adapter_params);
-  count("frozen", r.frozen);
+  set_counters({{"adapters", static_cast<int64_t>(r.adapters.size())},
+                {"branches", r.branches},
+                {"adapter_params", r.adapter_params},
+                {"frozen", r.frozen}});
   if (r.skipped) count("skipped_non_weights", r.skipped);
 }
 

@@ -106,10 +106,8 @@ std::string LossScalePass::summary() const {
 }
 
 void LossScalePass::run(Graph& g, PassContext&) {
-  reset_counters();
   auto st = loss_scale(g, opts_);
-  count("scale_state", st.scale_state);
-  count("seed_scaled", st.seed_scaled);
+  set_counters({{"scale_state", st.scale_state}, {"seed_scaled", st.seed_scaled}});
 }
 
 }  // namespace otter

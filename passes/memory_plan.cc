@@ -141,12 +141,11 @@ const OptionTable<MemoryPlanOptions>& MemoryPlanOptions::table() {
 }
 
 void MemoryPlanPass::run(Graph& g, PassContext&) {
-  reset_counters();
   MemoryPlanStats st = plan_memory(g, opts_.alignment);
-  count("planned_values", st.planned);
-  count("inplace_reuses", st.inplace);
-  count("arena_bytes", st.arena_bytes);
-  count("unplanned_peak_bytes", st.unplanned_peak_bytes);
+  set_counters({{"planned_values", st.planned},
+                {"inplace_reuses", st.inplace},
+                {"arena_bytes", st.arena_bytes},
+                {"unplanned_peak_bytes", st.unplanned_peak_bytes}});
 }
 
 }  // namespace otter

@@ -298,12 +298,11 @@ std::string MixedPrecisionPass::summary() const {
 }
 
 void MixedPrecisionPass::run(Graph& g, PassContext&) {
-  reset_counters();
   auto st = mixed_precision(g, opts_);
-  count("casts_inserted", st.casts_inserted);
-  count("constants_converted", st.constants_converted);
-  count(opts_.dtype == Precision::kFp16 ? "ops_f16" : "ops_bf16", st.ops_half);
-  count("ops_f32", st.ops_fp32);
+  set_counters({{"casts_inserted", st.casts_inserted},
+                {"constants_converted", st.constants_converted},
+                {opts_.dtype == Precision::kFp16 ? "ops_f16" : "ops_bf16", st.ops_half},
+                {"ops_f32", st.ops_fp32}});
 }
 
 }  // namespace otter

@@ -184,10 +184,8 @@ std::string OptimizerPass::summary() const {
 std::string OptimizerPass::unmet_precondition(const Graph& g) const { return optimizer_precondition(g); }
 
 void OptimizerPass::run(Graph& g, PassContext&) {
-  reset_counters();
   auto st = add_optimizer(g, opts_);
-  count("params_updated", st.params_updated);
-  count("state_tensors", st.state_tensors);
+  set_counters({{"params_updated", st.params_updated}, {"state_tensors", st.state_tensors}});
 }
 
 }  // namespace otter

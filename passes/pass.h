@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -70,6 +72,11 @@ class Pass {
  protected:
   void count(const std::string& k, int64_t n = 1) { counters_[k] += n; }
   void reset_counters() { counters_.clear(); }
+  // Resets the counters to exactly `values` (a run's figures, in one call).
+  void set_counters(std::initializer_list<std::pair<const char*, int64_t>> values) {
+    counters_.clear();
+    for (const auto& [k, n] : values) counters_[k] += n;
+  }
   std::map<std::string, int64_t> counters_;
 };
 

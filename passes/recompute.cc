@@ -371,12 +371,11 @@ std::string RecomputePass::unmet_precondition(const Graph& g) const {
 }
 
 void RecomputePass::run(Graph& g, PassContext&) {
-  reset_counters();
   RecomputeStats st = recompute(g, opts_);
-  count("recomputed_nodes", st.recomputed_nodes);
-  count("recomputed_values", st.recomputed_values);
-  count("saved_bytes_before", st.saved_bytes_before);
-  count("saved_bytes_after", st.saved_bytes_after);
+  set_counters({{"recomputed_nodes", st.recomputed_nodes},
+                {"recomputed_values", st.recomputed_values},
+                {"saved_bytes_before", st.saved_bytes_before},
+                {"saved_bytes_after", st.saved_bytes_after}});
   if (st.arena_bytes_before >= 0) {
     count("arena_bytes_before", st.arena_bytes_before);
     count("arena_bytes_after", st.arena_bytes_after);

@@ -12,6 +12,7 @@
 
 #include "graph/ir.h"
 #include "kernels/common/convert.h"
+#include "kernels/kernel.h"
 
 namespace otter {
 
@@ -214,5 +215,69 @@ inline ScatterReduction scatter_reduction(const Node& n) {
     fail(n.describe(), ": attribute 'reduction' must be none, add, mul, max or min, got '", s, "'");
   return r;
 }
+
+// ---- host side ----------------------------------------------------------------------------------
+
+// What the GatherElements / ScatterElements and GatherND / ScatterND kernels read from their node:
+// the form, 'axis' (Elements) or 'batch_dims' (GatherND; 0 for ScatterND), and the reduction.
+struct IndexOpAttrs {
+  bool scatter;
+  int64_t axis;
+  ScatterReduction red;
+  IndexOpAttrs(const Node& n, bool scatter_form, bool nd)
+      : scatter(scatter_form),
+        axis(nd ? (scatter_form ? 0 : n.attr_i("batch_dims", 0)) : n.attr_i("axis", 0)),
+        red(scatter_form ? scatter_reduction(n) : ScatterReduction::kNone) {}
+};
+
+// Elements' geometry of data x and indices idx (int64 or int32) around `axis`.
+inline ElementsGeom resolve_elements(const KernelContext& ctx, const Tensor& x, const Tensor& idx, int64_t axis) {
+  if (idx.dtype() != DataType::kInt64 && idx.dtype() != DataType::kInt32)
+    ctx.error(str_cat("indices must be int64 or int32, got ", idx.describe()));
+  ElementsGeom g;
+  if (std::string e = make_elements_geom(x.dims(), idx.dims(), axis, &g); !e.empty())
+    ctx.error(str_cat(e, " (data ", x.describe(), ", indices ", idx.describe(), ")"));
+  return g;
+}
+
+// ND's geometry of data x and indices idx (int64) with batch_dims leading batch dims.
+inline NdGeom resolve_nd(const KernelContext& ctx, const Tensor& x, const Tensor& idx, int64_t batch_dims) {
+  if (idx.dtype() != DataType::kInt64) ctx.error(str_cat("indices must be int64, got ", idx.describe()));
+  NdGeom g;
+  if (std::string e = make_nd_geom(x.dims(), idx.dims(), batch_dims, &g); !e.empty())
+    ctx.error(str_cat(e, " (data ", x.describe(), ", indices ", idx.describe(), ")"));
+  return g;
+}
+
+// ScatterND's updates (input 2) must have dims indices[:-1] + data[k:] and data's type.
+inline void check_nd_updates(const KernelContext& ctx, const Tensor& x, const Tensor& idx) {
+  const Tensor& upd = ctx.input(2);
+  const std::vector<int64_t> want = nd_gather_dims(x.dims(), idx.dims(), 0);
+  if (upd.dims() != want || upd.dtype() != x.dtype())
+    ctx.error(str_cat("updates ", upd.describe(), " must have shape indices[:-1] + data[k:] ", dims_to_string(want),
+                      " and the type of data"));
+}
+
+// DepthToSpace (to_space) and SpaceToDepth on either backend: the geometry and the output are
+// resolved here; the backend's B::space_depth(ctx, g, x, out) moves the elements of a non-empty one.
+template <typename B>
+class SpaceDepthKernelT : public Kernel {
+ public:
+  SpaceDepthKernelT(const Node& n, bool to_space)
+      : to_space_(to_space), crd_(n.attr_s("mode", "DCR") == "CRD"), b_(n.attr_i("blocksize", 0)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    SpaceDepthGeom g;
+    std::vector<int64_t> od;
+    if (std::string e = make_space_depth_geom(x.dims(), b_, to_space_, crd_, &g, &od); !e.empty())
+      ctx.error(str_cat(e, " (input ", x.describe(), ", blocksize ", b_, ")"));
+    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    if (out.numel() > 0) B::space_depth(ctx, g, x, out);
+  }
+
+ private:
+  bool to_space_, crd_;
+  int64_t b_;
+};
 
 }  // namespace otter

@@ -13,6 +13,7 @@
 
 #include "graph/ir.h"
 #include "kernels/common/convert.h"
+#include "kernels/kernel.h"
 
 namespace otter {
 
@@ -222,5 +223,46 @@ inline std::string make_resize_geom(const ResizeAttrs& a, const std::vector<int6
   }
   return "";
 }
+
+// ---- host side ----------------------------------------------------------------------------------
+
+// The kernels of Resize (x, roi?, scales?, sizes?) and, with Grad, ResizeGrad (dY, shape, roi?,
+// scales?, sizes?) -> dX of `shape`, on either backend: the geometry and the outputs are resolved
+// here; the backend `B` reads inputs on the host (B::ints(ctx, i, what) as int64, B::host(ctx, i)
+// as a tensor) and runs the element loops: B::resize(ctx, g, x, y) and B::resize_grad(ctx, g, dy,
+// dx) (dx allocated, not yet written).
+template <typename B, bool Grad>
+class ResizeKernelT : public Kernel {
+ public:
+  explicit ResizeKernelT(const Node& n) : a_(resize_attrs(n)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);  // dY for the gradient
+    const int first = Grad ? 2 : 1;
+    const std::vector<int64_t> in = Grad ? B::ints(ctx, 1, "shape") : x.dims();
+    auto doubles = [&](int i) {
+      std::vector<double> v;
+      if (!ctx.has_input(i)) return v;
+      const Tensor t = B::host(ctx, i);
+      for (int64_t k = 0; k < t.numel(); ++k) v.push_back(t.get_as_double(k));
+      return v;
+    };
+    ResizeGeom g;
+    const std::string e =
+        make_resize_geom(a_, in, doubles(first), doubles(first + 1),
+                         ctx.has_input(first + 2) ? B::ints(ctx, first + 2, "sizes") : std::vector<int64_t>{}, &g);
+    if (!e.empty()) ctx.error(str_cat(e, " (input dims ", dims_to_string(in), ")"));
+    const std::vector<int64_t> out(g.out, g.out + g.rank);
+    if constexpr (Grad) {
+      if (x.dims() != out)
+        ctx.error(str_cat("dY ", x.describe(), " does not match the forward output ", dims_to_string(out)));
+      B::resize_grad(ctx, g, x, ctx.allocate_output(0, x.dtype(), in));
+    } else {
+      B::resize(ctx, g, x, ctx.allocate_output(0, x.dtype(), out));
+    }
+  }
+
+ private:
+  ResizeAttrs a_;
+};
 
 }  // namespace otter

@@ -125,4 +125,21 @@ inline ArgExtremeShape resolve_arg_extreme(const KernelContext& ctx, const ArgEx
   return {l, arg_output_dims(x.dims(), axis, at.keepdims)};
 }
 
+// Hardmax's host side on either backend: the lines around attribute 'axis' (default -1) of input
+// 0 and an output like it; the backend's `Lines::run(ctx, lines, x, y)` fills a non-empty one.
+template <typename Lines>
+class HardmaxKernelBase : public Kernel {
+ public:
+  explicit HardmaxKernelBase(const Node& n) : axis_(n.attr_i("axis", -1)) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const AxisLines l = lines_around(ctx, x.dims(), axis_);
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
+    if (x.numel() > 0) Lines::run(ctx, l, x, y);
+  }
+
+ private:
+  int64_t axis_;
+};
+
 }  // namespace otter

@@ -1,7 +1,8 @@
 // Host-side parameter resolution of the data-movement ops, shared by the CPU and CUDA kernels (and
-// their gradients): axis normalisation, Concat's output, the strided view one Slice reads, Split's
-// output sizes, Trilu's offset and Pad's geometry (also PadGrad's), validated with errors that name the node.
-// Inputs are already read on the host.
+// their gradients): axis normalisation, Transpose's permutation, Concat's and Split's row blocks,
+// the strided view one Slice reads, Gather's geometry, Trilu's offset and Pad's geometry (also
+// PadGrad's), and the gradients' output shape and dY checks, validated with errors that name the
+// node. Inputs are already read on the host. The longer resolvers are in shape_params.cc.
 #pragma once
 
 #include <algorithm>
@@ -16,48 +17,46 @@
 
 namespace otter::params {
 
+// The address of element `offset` (in elements) of t's storage.
+inline const char* element_at(const Tensor& t, int64_t offset) {
+  return static_cast<const char*>(t.raw()) + offset * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+inline char* element_at(Tensor& t, int64_t offset) {
+  return static_cast<char*>(t.raw()) + offset * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
 inline int64_t normalize_axis(const KernelContext& ctx, int64_t axis, int64_t rank, const char* what = "axis") {
   if (axis < -rank || axis >= rank) ctx.error(str_cat(what, " ", axis, " is out of range for rank ", rank));
   return axis < 0 ? axis + rank : axis;
 }
 
-// Concat of all the context's inputs along `axis`: the inputs agree in dtype, rank and every other
-// dim. The output is `outer` rows of out_dims[axis] * inner elements; input i fills a column
-// block of dims[axis] * inner elements in each row.
-struct ConcatSpec {
-  int64_t axis = 0;
-  std::vector<int64_t> out_dims;
-  int64_t outer = 1, inner = 1;
+// Transpose's permutation of an input of rank `rank`: `perm` (attribute, when `given`; negative
+// entries count from the end) or the reversed axes.
+std::vector<int64_t> resolve_perm(const KernelContext& ctx, const std::vector<int64_t>& perm, bool given, int64_t rank);
+
+// Concat and Split seen as `outer` rows of `row` elements on the joined side: part i (an input of
+// Concat, an output of Split) is the column block [cols[i], cols[i] + lens[i]) of each row and has
+// dims part_dims[i].
+struct RowBlocks {
+  int64_t axis = 0, outer = 1, row = 0;
+  std::vector<int64_t> cols, lens;
+  std::vector<std::vector<int64_t>> part_dims;
 };
 
-inline ConcatSpec resolve_concat(const KernelContext& ctx, int64_t axis) {
-  const int n = ctx.num_inputs();
-  if (n < 1) ctx.error("needs at least one input");
-  const Tensor& x0 = ctx.input(0);
-  const int64_t r = x0.rank();
-  if (r == 0) ctx.error("cannot concatenate scalars");
-  ConcatSpec c;
-  c.axis = normalize_axis(ctx, axis, r);
-  const int64_t a = c.axis;
-  c.out_dims = x0.dims();
-  c.out_dims[a] = 0;
-  for (int i = 0; i < n; ++i) {
-    const Tensor& xi = ctx.input(i);
-    bool ok = xi.dtype() == x0.dtype() && xi.rank() == r;
-    for (int64_t k = 0; ok && k < r; ++k) ok = k == a || xi.dims()[k] == x0.dims()[k];
-    if (!ok)
-      ctx.error(
-          str_cat("input ", i, " ", xi.describe(), " does not match input 0 ", x0.describe(), " outside axis ", a));
-    c.out_dims[a] += xi.dims()[a];
-  }
-  for (int64_t k = 0; k < a; ++k) c.outer *= c.out_dims[k];
-  for (int64_t k = a + 1; k < r; ++k) c.inner *= c.out_dims[k];
-  return c;
-}
+// Concat of all the context's inputs along `axis`: the inputs agree in dtype, rank and every other
+// dim. `out_dims` receives the output dims.
+RowBlocks resolve_concat(const KernelContext& ctx, int64_t axis, std::vector<int64_t>* out_dims);
 
-// The strided view one Slice reads: per axis the first element, the step and the output length.
+// Split of x (input 0) along `axis` into the node's outputs, sized by split_sizes.
+RowBlocks resolve_split(const KernelContext& ctx, int64_t axis, std::vector<int64_t> given, int64_t num_outputs_attr);
+
+// The strided view one Slice reads: per axis the first element, the step and the output length;
+// and, in an input stored contiguously, the offset of the first element and the element stride of
+// each output dim.
 struct SliceView {
   std::vector<int64_t> start, step, out_dims;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
 };
 
 // Slice of an input of dims `dims`; `axes` and `steps` may be empty (defaults 0..n-1 and 1).
@@ -84,8 +83,30 @@ inline SliceView resolve_slice(const KernelContext& ctx, const std::vector<int64
     v.step[a] = sa.step;
     v.out_dims[a] = sa.len;
   }
+  v.strides.assign(static_cast<size_t>(r), 0);
+  for (int64_t i = r - 1, stride = 1; i >= 0; stride *= dims[i--]) {
+    v.offset += v.start[i] * stride;
+    v.strides[i] = v.step[i] * stride;
+  }
   return v;
 }
+
+// Gather along `axis` of data dims `dims` (`what` names the data in errors) with indices `idx`:
+// the output dims (dims[:axis] + idx dims + dims[axis+1:]) as `outer` x idx.numel() x `inner`
+// blocks, reading the axis of length `axis_len`.
+struct GatherSpec {
+  int64_t axis = 0, outer = 1, inner = 1, axis_len = 0;
+  std::vector<int64_t> out_dims;
+};
+
+GatherSpec resolve_gather(const KernelContext& ctx, const std::vector<int64_t>& dims, const Tensor& idx, int64_t axis,
+                          const char* what);
+
+// A gradient kernel's output shape dX (input 1, `shape`, read on the host): no negative entry.
+std::vector<int64_t> grad_shape(const KernelContext& ctx, std::vector<int64_t> dims);
+
+// dY (input 0) must have the forward output's dims `expected`.
+void check_dy(const KernelContext& ctx, const std::vector<int64_t>& expected);
 
 // Output sizes of Split along `axis` of x into `nout` outputs: from the `split` input or
 // attribute (`given`, may be empty), else equal chunks (the last one smaller only with the

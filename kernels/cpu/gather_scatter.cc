@@ -18,11 +18,6 @@ int64_t index_at(const Tensor& idx, int64_t i) {
   return idx.dtype() == DataType::kInt64 ? idx.data<int64_t>()[i] : idx.data<int32_t>()[i];
 }
 
-void check_indices(const KernelContext& ctx, const Tensor& idx, bool int64_only) {
-  if (idx.dtype() != DataType::kInt64 && (int64_only || idx.dtype() != DataType::kInt32))
-    ctx.error(str_cat("indices must be ", int64_only ? "int64" : "int64 or int32", ", got ", idx.describe()));
-}
-
 // out[positions] combined with updates in order: f(k) gives the data offset of update run k (of
 // `run` elements), or -1 after reporting.
 template <typename Offset>
@@ -48,15 +43,11 @@ void scatter_runs(const Tensor& upd, Tensor& out, ScatterReduction red, int64_t 
 
 class ElementsKernel : public Kernel {
  public:
-  ElementsKernel(const Node& n, bool scatter)
-      : scatter_(scatter), axis_(n.attr_i("axis", 0)), red_(scatter ? scatter_reduction(n) : ScatterReduction::kNone) {}
+  ElementsKernel(const Node& n, bool scatter) : at_(n, scatter, false) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
-    check_indices(ctx, idx, false);
-    ElementsGeom g;
-    if (std::string e = make_elements_geom(x.dims(), idx.dims(), axis_, &g); !e.empty())
-      ctx.error(str_cat(e, " (data ", x.describe(), ", indices ", idx.describe(), ")"));
+    const ElementsGeom g = resolve_elements(ctx, x, idx, at_.axis);
     std::vector<int64_t> offs(static_cast<size_t>(idx.numel()));
     for (int64_t i = 0; i < idx.numel(); ++i) {
       offs[i] = elements_offset(g, i, index_at(idx, i));
@@ -64,7 +55,7 @@ class ElementsKernel : public Kernel {
         ctx.error(str_cat("index ", index_at(idx, i), " (indices element ", i, ") is out of range for an axis of size ",
                           g.axis_len));
     }
-    if (!scatter_) {
+    if (!at_.scatter) {
       Tensor& out = ctx.allocate_output(0, x.dtype(), idx.dims());
       OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
         const T* src = static_cast<const T*>(x.raw());
@@ -81,28 +72,20 @@ class ElementsKernel : public Kernel {
                         " and the type of data ", x.describe()));
     Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
     if (out.raw() != x.raw() && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
-    scatter_runs(upd, out, red_, idx.numel(), 1, [&](int64_t k) { return offs[k]; });
+    scatter_runs(upd, out, at_.red, idx.numel(), 1, [&](int64_t k) { return offs[k]; });
   }
 
  private:
-  bool scatter_;
-  int64_t axis_;
-  ScatterReduction red_;
+  IndexOpAttrs at_;
 };
 
 class NdKernel : public Kernel {
  public:
-  NdKernel(const Node& n, bool scatter)
-      : scatter_(scatter),
-        batch_dims_(scatter ? 0 : n.attr_i("batch_dims", 0)),
-        red_(scatter ? scatter_reduction(n) : ScatterReduction::kNone) {}
+  NdKernel(const Node& n, bool scatter) : at_(n, scatter, true) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
-    check_indices(ctx, idx, true);
-    NdGeom g;
-    if (std::string e = make_nd_geom(x.dims(), idx.dims(), batch_dims_, &g); !e.empty())
-      ctx.error(str_cat(e, " (data ", x.describe(), ", indices ", idx.describe(), ")"));
+    const NdGeom g = resolve_nd(ctx, x, idx, at_.axis);
     const int64_t n = g.batches * g.tuples;
     std::vector<int64_t> offs(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) {
@@ -113,8 +96,8 @@ class NdKernel : public Kernel {
         ctx.error(str_cat("index ", tuple[bad], " (indices element ", t * g.k + bad,
                           ") is out of range for a dim of size ", g.dims[bad]));
     }
-    if (!scatter_) {
-      Tensor& out = ctx.allocate_output(0, x.dtype(), nd_gather_dims(x.dims(), idx.dims(), batch_dims_));
+    if (!at_.scatter) {
+      Tensor& out = ctx.allocate_output(0, x.dtype(), nd_gather_dims(x.dims(), idx.dims(), at_.axis));
       OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
         for (int64_t t = 0; t < n; ++t)
           std::memcpy(static_cast<T*>(out.raw()) + t * g.slice, static_cast<const T*>(x.raw()) + offs[t],
@@ -122,32 +105,19 @@ class NdKernel : public Kernel {
       });
       return;
     }
+    check_nd_updates(ctx, x, idx);
     const Tensor& upd = ctx.input(2);
-    if (upd.dims() != nd_gather_dims(x.dims(), idx.dims(), 0) || upd.dtype() != x.dtype())
-      ctx.error(str_cat("updates ", upd.describe(), " must have shape indices[:-1] + data[k:] ",
-                        dims_to_string(nd_gather_dims(x.dims(), idx.dims(), 0)), " and the type of data"));
     Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
     if (out.raw() != x.raw() && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
-    scatter_runs(upd, out, red_, n, g.slice, [&](int64_t k) { return offs[k]; });
+    scatter_runs(upd, out, at_.red, n, g.slice, [&](int64_t k) { return offs[k]; });
   }
 
  private:
-  bool scatter_;
-  int64_t batch_dims_;
-  ScatterReduction red_;
+  IndexOpAttrs at_;
 };
 
-class SpaceDepthKernel : public Kernel {
- public:
-  SpaceDepthKernel(const Node& n, bool to_space)
-      : to_space_(to_space), crd_(n.attr_s("mode", "DCR") == "CRD"), b_(n.attr_i("blocksize", 0)) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    SpaceDepthGeom g;
-    std::vector<int64_t> od;
-    if (std::string e = make_space_depth_geom(x.dims(), b_, to_space_, crd_, &g, &od); !e.empty())
-      ctx.error(str_cat(e, " (input ", x.describe(), ", blocksize ", b_, ")"));
-    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+struct CpuSpaceDepth {
+  static void space_depth(KernelContext&, const SpaceDepthGeom& g, const Tensor& x, Tensor& out) {
     OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
       const T* src = static_cast<const T*>(x.raw());
       T* dst = static_cast<T*>(out.raw());
@@ -156,11 +126,8 @@ class SpaceDepthKernel : public Kernel {
       });
     });
   }
-
- private:
-  bool to_space_, crd_;
-  int64_t b_;
 };
+using SpaceDepthKernel = SpaceDepthKernelT<CpuSpaceDepth>;
 
 }  // namespace
 

@@ -1,12 +1,14 @@
 // CPU data-movement kernels (Transpose, Concat, Split, Slice, Gather, Expand, Tile, Pad):
 // type-agnostic, they move bytes of any dtype; their parameters are resolved by
-// kernels/common/shape_params.h, as on CUDA.
+// kernels/common/shape_params.h, as on CUDA, and Concat, Split and Slice are the shared kernels of
+// kernels/common/movement_kernels.h over the CPU copies here.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "kernels/common/indexing.h"
+#include "kernels/common/movement_kernels.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
@@ -18,7 +20,6 @@ namespace {
 using cpu::contiguous_strides;
 using cpu::for_each_row;
 using cpu::int_input;
-using cpu::normalize_axis;
 
 // ---- Transpose ----------------------------------------------------------------------------------
 // dims/perm already collapsed: no size-1 dims, no two input dims that stay adjacent in the output.
@@ -75,20 +76,7 @@ class TransposeKernel : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t r = x.rank();
-    std::vector<int64_t> perm = perm_;
-    if (!has_perm_) {
-      perm.resize(static_cast<size_t>(r));
-      for (int64_t i = 0; i < r; ++i) perm[i] = r - 1 - i;
-    }
-    if (static_cast<int64_t>(perm.size()) != r)
-      ctx.error(str_cat("perm ", dims_to_string(perm), " does not match input ", x.describe()));
-    std::vector<bool> seen(static_cast<size_t>(r), false);
-    for (int64_t& v : perm) {
-      if (v < -r || v >= r || seen[v < 0 ? v + r : v])
-        ctx.error(str_cat("perm ", dims_to_string(perm_), " is not a permutation of rank ", r));
-      if (v < 0) v += r;
-      seen[v] = true;
-    }
+    const std::vector<int64_t> perm = params::resolve_perm(ctx, perm_, has_perm_, r);
     std::vector<int64_t> od(static_cast<size_t>(r));
     for (int64_t i = 0; i < r; ++i) od[i] = x.dims()[perm[i]];
     Tensor& out = ctx.allocate_output(0, x.dtype(), od);
@@ -132,109 +120,31 @@ class TransposeKernel : public Kernel {
   bool has_perm_;
 };
 
-// ---- Concat / Split -----------------------------------------------------------------------------
-class ConcatKernel : public Kernel {
- public:
-  explicit ConcatKernel(const Node& n) : axis_(n.attr_i("axis", 0)) {}
-  void run(KernelContext& ctx) override {
-    const params::ConcatSpec c = params::resolve_concat(ctx, axis_);
-    const int n = ctx.num_inputs();
-    const Tensor& x0 = ctx.input(0);
-    const int64_t a = c.axis, outer = c.outer, inner = c.inner;
-    Tensor& out = ctx.allocate_output(0, x0.dtype(), c.out_dims);
-    if (out.numel() == 0) return;
-    const size_t es = dtype_size(x0.dtype());
-    const int64_t out_row = c.out_dims[a] * inner;
-    char* dst = static_cast<char*>(out.raw());
-    int64_t col = 0;
-    for (int i = 0; i < n; ++i) {
-      const Tensor& xi = ctx.input(i);
-      const int64_t len = xi.dims()[a] * inner;
-      const char* src = static_cast<const char*>(xi.raw());
-      if (len > 0) {
-        cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
-          for (int64_t o = b; o < e; ++o)
-            std::memcpy(dst + (o * out_row + col) * es, src + o * len * es, len * es);
-        }, len);
-      }
-      col += len;
-    }
+// ---- Concat, Split, Slice (kernels/common/movement_kernels.h) ----------------------------------
+struct CpuMoves {
+  static std::vector<int64_t> ints(const KernelContext& ctx, int i, const char* what) { return int_input(ctx, i, what); }
+  static void copy_rows(KernelContext&, DataType t, int64_t outer, int64_t len, void* dst, int64_t dst_row,
+                        const void* src, int64_t src_row) {
+    const size_t es = dtype_size(t);
+    cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        std::memcpy(static_cast<char*>(dst) + o * dst_row * es, static_cast<const char*>(src) + o * src_row * es,
+                    len * es);
+    }, len);
   }
-
- private:
-  int64_t axis_;
-};
-
-class SplitKernel : public Kernel {
- public:
-  explicit SplitKernel(const Node& n)
-      : axis_(n.attr_i("axis", 0)), num_outputs_(n.attr_i("num_outputs", 0)), split_attr_(n.attr_ints("split")) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const int64_t r = x.rank();
-    const int64_t a = normalize_axis(ctx, axis_, r);
-    const int64_t dim = x.dims()[a];
-    const int nout = ctx.num_outputs();
-    const std::vector<int64_t> sizes = params::split_sizes(
-        ctx, x, a, nout, ctx.has_input(1) ? int_input(ctx, 1, "split") : split_attr_, num_outputs_);
-    const size_t es = dtype_size(x.dtype());
-    int64_t outer = 1, inner = 1;
-    for (int64_t k = 0; k < a; ++k) outer *= x.dims()[k];
-    for (int64_t k = a + 1; k < r; ++k) inner *= x.dims()[k];
-    const int64_t in_row = dim * inner;
-    const char* src = static_cast<const char*>(x.raw());
-    int64_t col = 0;
-    for (int i = 0; i < nout; ++i) {
-      std::vector<int64_t> od = x.dims();
-      od[a] = sizes[i];
-      const int64_t len = sizes[i] * inner;
-      if (!ctx.has_output(i)) { col += len; continue; }
-      Tensor& out = ctx.allocate_output(i, x.dtype(), od);
-      char* dst = static_cast<char*>(out.raw());
-      if (len > 0) {
-        cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
-          for (int64_t o = b; o < e; ++o)
-            std::memcpy(dst + o * len * es, src + (o * in_row + col) * es, len * es);
-        }, len);
-      }
-      col += len;
-    }
-  }
-
- private:
-  int64_t axis_, num_outputs_;
-  std::vector<int64_t> split_attr_;
-};
-
-// ---- Slice --------------------------------------------------------------------------------------
-class SliceKernel : public Kernel {
- public:
-  explicit SliceKernel(const Node&) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const int64_t r = x.rank();
-    const cpu::SliceView v = cpu::resolve_slice(ctx, x.dims(), 1);
-    const std::vector<int64_t>& st = v.start;
-    const std::vector<int64_t>& step = v.step;
+  static void copy_view(KernelContext&, DataType t, void* dst, const void* src, const params::SliceView& v) {
     const std::vector<int64_t>& od = v.out_dims;
-    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
-    if (out.numel() == 0) return;
-    std::vector<int64_t> is = contiguous_strides(x.dims()), ist(static_cast<size_t>(r));
-    int64_t base = 0;
-    for (int64_t i = 0; i < r; ++i) {
-      base += st[i] * is[i];
-      ist[i] = step[i] * is[i];
-    }
-    OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
-      const T* in = static_cast<const T*>(x.raw()) + base;
-      T* o = static_cast<T*>(out.raw());
+    const int64_t r = static_cast<int64_t>(od.size());
+    OTTER_DISPATCH_BYTES(t, T, [&] {
+      const T* in = static_cast<const T*>(src);
+      T* o = static_cast<T*>(dst);
       if (r == 0) { o[0] = in[0]; return; }
-      const int64_t len = od[r - 1], inner_step = ist[r - 1];
-      for_each_row(od, ist, [&](int64_t row, int64_t off) {
-        T* dst = o + row * len;
-        const T* src = in + off;
-        if (inner_step == 1) std::memcpy(dst, src, len * sizeof(T));
-        else for (int64_t j = 0; j < len; ++j) dst[j] = src[j * inner_step];
+      const int64_t len = od[r - 1], inner_step = v.strides[r - 1];
+      for_each_row(od, v.strides, [&](int64_t row, int64_t off) {
+        T* d = o + row * len;
+        const T* s = in + off;
+        if (inner_step == 1) std::memcpy(d, s, len * sizeof(T));
+        else for (int64_t j = 0; j < len; ++j) d[j] = s[j * inner_step];
       });
     });
   }
@@ -247,19 +157,11 @@ class GatherKernel : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
-    const int64_t r = x.rank();
-    if (r == 0) ctx.error("data must have rank >= 1");
-    const int64_t a = normalize_axis(ctx, axis_, r);
-    const int64_t n = x.dims()[a];
-    const std::vector<int64_t> ind = cpu::gather_indices(ctx, idx, a, x.dims());
-    std::vector<int64_t> od(x.dims().begin(), x.dims().begin() + a);
-    od.insert(od.end(), idx.dims().begin(), idx.dims().end());
-    od.insert(od.end(), x.dims().begin() + a + 1, x.dims().end());
-    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    const params::GatherSpec g = params::resolve_gather(ctx, x.dims(), idx, axis_, "data");
+    const std::vector<int64_t> ind = cpu::gather_indices(ctx, idx, g.axis, x.dims());
+    Tensor& out = ctx.allocate_output(0, x.dtype(), g.out_dims);
     if (out.numel() == 0) return;
-    int64_t outer = 1, inner = 1;
-    for (int64_t k = 0; k < a; ++k) outer *= x.dims()[k];
-    for (int64_t k = a + 1; k < r; ++k) inner *= x.dims()[k];
+    const int64_t n = g.axis_len, outer = g.outer, inner = g.inner;
     const int64_t ni = static_cast<int64_t>(ind.size());
     OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
       const T* src = static_cast<const T*>(x.raw());
@@ -403,9 +305,9 @@ class PadKernel : public Kernel {
 
 void register_cpu_movement_kernels(KernelRegistry& r) {
   cpu::add_any_type(r, "Transpose", node_kernel<TransposeKernel>());
-  cpu::add_any_type(r, "Concat", node_kernel<ConcatKernel>());
-  cpu::add_any_type(r, "Split", node_kernel<SplitKernel>());
-  cpu::add_any_type(r, "Slice", node_kernel<SliceKernel>());
+  cpu::add_any_type(r, "Concat", node_kernel<params::ConcatKernelT<CpuMoves>>());
+  cpu::add_any_type(r, "Split", node_kernel<params::SplitKernelT<CpuMoves>>());
+  cpu::add_any_type(r, "Slice", node_kernel<params::SliceKernelT<CpuMoves>>());
   cpu::add_any_type(r, "Gather", node_kernel<GatherKernel>());
   cpu::add_any_type(r, "Expand", node_kernel<ExpandKernel>());
   cpu::add_any_type(r, "Tile", node_kernel<TileKernel>());

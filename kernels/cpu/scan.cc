@@ -62,14 +62,8 @@ class ArgExtremeKernel : public Kernel {
   ArgExtremeAttrs at_;
 };
 
-class HardmaxKernel : public Kernel {
- public:
-  explicit HardmaxKernel(const Node& n) : axis_(n.attr_i("axis", -1)) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const AxisLines l = lines_around(ctx, x.dims(), axis_);
-    Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
-    if (x.numel() == 0) return;
+struct HardmaxLines {
+  static void run(KernelContext&, const AxisLines& l, const Tensor& x, Tensor& y) {
     cpu::visit_float(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       const S* px = x.data<S>();
@@ -77,10 +71,8 @@ class HardmaxKernel : public Kernel {
       for_lines(l, [&](int64_t, int64_t o) { hardmax_line(px + o, py + o, l.len, l.inner); });
     });
   }
-
- private:
-  int64_t axis_;
 };
+using HardmaxKernel = HardmaxKernelBase<HardmaxLines>;
 
 void add(KernelRegistry& r, const char* op, int since, KernelFactory f) {
   KernelDef d;

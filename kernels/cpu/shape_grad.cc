@@ -13,23 +13,15 @@ namespace {
 
 using cpu::contiguous_strides;
 using cpu::int_input;
-using cpu::normalize_axis;
 
 // Zeros of the shape in input 1, of dY's type.
 Tensor& zero_output(KernelContext& ctx) {
-  std::vector<int64_t> dims = int_input(ctx, 1, "shape");
-  for (int64_t d : dims)
-    if (d < 0) ctx.error(str_cat("shape ", dims_to_string(dims), " has a negative entry"));
-  Tensor& out = ctx.allocate_output(0, ctx.input(0).dtype(), dims);
+  Tensor& out = ctx.allocate_output(0, ctx.input(0).dtype(), params::grad_shape(ctx, int_input(ctx, 1, "shape")));
   if (out.nbytes()) std::memset(out.raw(), 0, out.nbytes());
   return out;
 }
 
-void check_dy(const KernelContext& ctx, const std::vector<int64_t>& expected) {
-  if (ctx.input(0).dims() != expected)
-    ctx.error(str_cat("dY ", ctx.input(0).describe(), " does not match the forward output shape ",
-                      dims_to_string(expected)));
-}
+using params::check_dy;
 
 // SliceGrad(dY, shape, starts, ends, axes?, steps?): dY written into the strided view Slice read.
 class SliceGradKernel : public Kernel {
@@ -42,16 +34,10 @@ class SliceGradKernel : public Kernel {
     const Tensor& dy = ctx.input(0);
     const int64_t r = dx.rank();
     if (dy.numel() == 0) return;
-    const std::vector<int64_t> is = contiguous_strides(dx.dims());
-    std::vector<int64_t> ist(static_cast<size_t>(r));
-    int64_t base = 0;
-    for (int64_t i = 0; i < r; ++i) {
-      base += v.start[i] * is[i];
-      ist[i] = v.step[i] * is[i];
-    }
+    const std::vector<int64_t>& ist = v.strides;
     OTTER_DISPATCH_FLOAT(dy.dtype(), T, [&] {
       const T* src = dy.data<T>();
-      T* out = dx.data<T>() + base;
+      T* out = dx.data<T>() + v.offset;
       if (r == 0) { out[0] = src[0]; return; }
       const int64_t len = v.out_dims[r - 1], step = ist[r - 1];
       cpu::for_each_row(v.out_dims, ist, [&](int64_t row, int64_t off) {
@@ -72,18 +58,10 @@ class GatherGradKernel : public Kernel {
     Tensor& dx = zero_output(ctx);
     const Tensor& dy = ctx.input(0);
     const Tensor& idx = ctx.input(2);
-    const int64_t r = dx.rank();
-    if (r == 0) ctx.error("shape must have rank >= 1");
-    const int64_t a = normalize_axis(ctx, axis_, r);
-    const std::vector<int64_t> ind = cpu::gather_indices(ctx, idx, a, dx.dims());
-    std::vector<int64_t> yd(dx.dims().begin(), dx.dims().begin() + a);
-    yd.insert(yd.end(), idx.dims().begin(), idx.dims().end());
-    yd.insert(yd.end(), dx.dims().begin() + a + 1, dx.dims().end());
-    check_dy(ctx, yd);
-    int64_t outer = 1, inner = 1;
-    for (int64_t k = 0; k < a; ++k) outer *= dx.dims()[k];
-    for (int64_t k = a + 1; k < r; ++k) inner *= dx.dims()[k];
-    const int64_t n = dx.dims()[a], ni = static_cast<int64_t>(ind.size());
+    const params::GatherSpec g = params::resolve_gather(ctx, dx.dims(), idx, axis_, "shape");
+    const std::vector<int64_t> ind = cpu::gather_indices(ctx, idx, g.axis, dx.dims());
+    check_dy(ctx, g.out_dims);
+    const int64_t outer = g.outer, inner = g.inner, n = g.axis_len, ni = static_cast<int64_t>(ind.size());
     if (dy.numel() == 0) return;
     OTTER_DISPATCH_FLOAT(dy.dtype(), T, [&] {
       const T* src = dy.data<T>();

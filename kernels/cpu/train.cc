@@ -248,6 +248,21 @@ void update_elements(int64_t count, Tensor half, F&& update) {
   });
 }
 
+// An optimizer update of `count` float32 weights from the gradient g: when g is fp32 and there is
+// no half copy, `range(b, e, gp)` over contiguous ranges (gp: g's data), in parallel and as the
+// active ISA variant; else `element(i, gi)` (updates element i from its gradient gi read as float
+// and returns the new weight) through update_elements.
+template <typename Range, typename Element>
+void run_update(int64_t count, const Tensor& g, const Tensor& half, Range&& range, Element&& element) {
+  const bool g32 = g.dtype() == DataType::kFloat32;
+  const float* gp = g32 ? g.data<float>() : nullptr;
+  if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
+    cpu::parallel_ranges(count, [&](int64_t b, int64_t e) { cpu::isa_dispatch([&] { range(b, e, gp); }); });
+    return;
+  }
+  update_elements(count, half, [&](int64_t i) { return element(i, g32 ? gp[i] : read_as<float>(g, i)); });
+}
+
 // sgd_element over contiguous fp32 arrays, the momentum and Nesterov modes fixed at compile time
 // so the loop has no branches and vectorises.
 template <bool kMomentum, bool kNesterov>
@@ -276,24 +291,17 @@ void sgd_kernel(KernelContext& ctx) {
   float* pp = pt.data<float>();
   Tensor mt = has_mom ? ctx.input(2) : Tensor();
   float* mp = has_mom ? mt.data<float>() : nullptr;
-  const int64_t count = p.numel();
-  const bool g32 = g.dtype() == DataType::kFloat32;
-  const float* gp = g32 ? g.data<float>() : nullptr;
-  if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
-    cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
-      cpu::isa_dispatch([&] {
+  run_update(
+      p.numel(), g, half,
+      [&](int64_t b, int64_t e, const float* gp) {
         if (!mp) sgd_range<false, false>(pp + b, gp + b, nullptr, e - b, gs, sp);
         else if (sp.nesterov) sgd_range<true, true>(pp + b, gp + b, mp + b, e - b, gs, sp);
         else sgd_range<true, false>(pp + b, gp + b, mp + b, e - b, gs, sp);
+      },
+      [&](int64_t i, float gi) {
+        sgd_element(pp[i], gi * gs, mp ? mp + i : nullptr, sp);
+        return pp[i];
       });
-    });
-    return;
-  }
-  update_elements(count, half, [&](int64_t i) {
-    float gi = (g32 ? gp[i] : read_as<float>(g, i)) * gs;
-    sgd_element(pp[i], gi, mp ? mp + i : nullptr, sp);
-    return pp[i];
-  });
 }
 
 // adam_element over contiguous fp32 arrays with the weight-decay mode fixed at compile time
@@ -334,24 +342,17 @@ void adam_kernel(KernelContext& ctx) {
   float* pp = pt.data<float>();
   float* mp = mt.data<float>();
   float* vp = vt.data<float>();
-  const int64_t count = p.numel();
-  const bool g32 = g.dtype() == DataType::kFloat32;
-  const float* gp = g32 ? g.data<float>() : nullptr;
-  if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
-    cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
-      cpu::isa_dispatch([&] {
+  run_update(
+      p.numel(), g, half,
+      [&](int64_t b, int64_t e, const float* gp) {
         if (ap.weight_decay == 0.f) adam_range<0>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
         else if (ap.decoupled) adam_range<2>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
         else adam_range<1>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
+      },
+      [&](int64_t i, float gi) {
+        adam_element(pp[i], gi * gs, mp[i], vp[i], ap);
+        return pp[i];
       });
-    });
-    return;
-  }
-  update_elements(count, half, [&](int64_t i) {
-    float gi = (g32 ? gp[i] : read_as<float>(g, i)) * gs;
-    adam_element(pp[i], gi, mp[i], vp[i], ap);
-    return pp[i];
-  });
 }
 
 void step_count_kernel(KernelContext& ctx) {

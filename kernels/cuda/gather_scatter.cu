@@ -78,32 +78,36 @@ void scatter_typed(KernelContext& ctx, const Tensor& x, Tensor& out, ScatterRedu
   dispatch_numeric(x.dtype(), launch);
 }
 
-class ElementsKernel : public Kernel {
+// What the Elements and ND kernels share: their attributes, the reporter of out-of-range indices
+// and the run's set-up; run_indexed gets data x, indices idx, the device and the reporter's id.
+class IndexKernel : public Kernel {
  public:
-  ElementsKernel(const Node& n, bool scatter)
-      : scatter_(scatter),
-        axis_(n.attr_i("axis", 0)),
-        red_(scatter ? scatter_reduction(n) : ScatterReduction::kNone),
-        reporter_(n, out_of_range) {}
+  IndexKernel(const Node& n, bool scatter, bool nd) : at_(n, scatter, nd), reporter_(n, out_of_range) {}
   void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const Tensor& idx = ctx.input(1);
-    if (idx.dtype() != DataType::kInt64 && idx.dtype() != DataType::kInt32)
-      ctx.error(str_cat("indices must be int64 or int32, got ", idx.describe()));
-    ElementsGeom g;
-    if (std::string e = make_elements_geom(x.dims(), idx.dims(), axis_, &g); !e.empty())
-      ctx.error(str_cat(e, " (data ", x.describe(), ", indices ", idx.describe(), ")"));
     CudaDevice& dev = device_of(ctx);
-    const int rep = reporter_.id(dev);
+    run_indexed(ctx, ctx.input(0), ctx.input(1), dev, reporter_.id(dev));
+  }
+
+ protected:
+  virtual void run_indexed(KernelContext& ctx, const Tensor& x, const Tensor& idx, CudaDevice& dev, int rep) = 0;
+  IndexOpAttrs at_;
+  ErrorReporter reporter_;
+};
+
+class ElementsKernel : public IndexKernel {
+ public:
+  ElementsKernel(const Node& n, bool scatter) : IndexKernel(n, scatter, false) {}
+  void run_indexed(KernelContext& ctx, const Tensor& x, const Tensor& idx, CudaDevice& dev, int rep) override {
+    const ElementsGeom g = resolve_elements(ctx, x, idx, at_.axis);
     const int64_t n = idx.numel();
-    Tensor& out = ctx.allocate_output(0, x.dtype(), scatter_ ? x.dims() : idx.dims());
+    Tensor& out = ctx.allocate_output(0, x.dtype(), at_.scatter ? x.dims() : idx.dims());
     auto with_index = [&](auto body) {
       if (idx.dtype() == DataType::kInt64)
         body(static_cast<const int64_t*>(idx.raw()));
       else
         body(static_cast<const int32_t*>(idx.raw()));
     };
-    if (!scatter_) {
+    if (!at_.scatter) {
       if (n == 0) return;
       dispatch_bytes(x.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -118,44 +122,27 @@ class ElementsKernel : public Kernel {
     const Tensor& upd = ctx.input(2);
     if (upd.dims() != idx.dims() || upd.dtype() != x.dtype())
       ctx.error(str_cat("updates ", upd.describe(), " must have the shape of indices and the type of data"));
-    scatter_typed(ctx, x, out, red_, [&](auto tag) {
+    scatter_typed(ctx, x, out, at_.red, [&](auto tag) {
       using S = typename decltype(tag)::type;
       if (n == 0) return;
       with_index([&](auto* ip) {
         scatter_elements_kernel<<<1, 1, 0, dev.cuda_stream()>>>(
-            g, n, ip, static_cast<const S*>(upd.raw()), static_cast<S*>(out.raw()), red_, dev.error_slot(), rep);
+            g, n, ip, static_cast<const S*>(upd.raw()), static_cast<S*>(out.raw()), at_.red, dev.error_slot(), rep);
         OTTER_CUDA_LAUNCH_CHECK();
       });
     });
   }
-
- private:
-  bool scatter_;
-  int64_t axis_;
-  ScatterReduction red_;
-  ErrorReporter reporter_;
 };
 
-class NdKernel : public Kernel {
+class NdKernel : public IndexKernel {
  public:
-  NdKernel(const Node& n, bool scatter)
-      : scatter_(scatter),
-        batch_dims_(scatter ? 0 : n.attr_i("batch_dims", 0)),
-        red_(scatter ? scatter_reduction(n) : ScatterReduction::kNone),
-        reporter_(n, out_of_range) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const Tensor& idx = ctx.input(1);
-    if (idx.dtype() != DataType::kInt64) ctx.error(str_cat("indices must be int64, got ", idx.describe()));
-    NdGeom g;
-    if (std::string e = make_nd_geom(x.dims(), idx.dims(), batch_dims_, &g); !e.empty())
-      ctx.error(str_cat(e, " (data ", x.describe(), ", indices ", idx.describe(), ")"));
-    CudaDevice& dev = device_of(ctx);
-    const int rep = reporter_.id(dev);
+  NdKernel(const Node& n, bool scatter) : IndexKernel(n, scatter, true) {}
+  void run_indexed(KernelContext& ctx, const Tensor& x, const Tensor& idx, CudaDevice& dev, int rep) override {
+    const NdGeom g = resolve_nd(ctx, x, idx, at_.axis);
     const int64_t tuples = g.batches * g.tuples;
     const auto* ip = static_cast<const int64_t*>(idx.raw());
-    if (!scatter_) {
-      Tensor& out = ctx.allocate_output(0, x.dtype(), nd_gather_dims(x.dims(), idx.dims(), batch_dims_));
+    if (!at_.scatter) {
+      Tensor& out = ctx.allocate_output(0, x.dtype(), nd_gather_dims(x.dims(), idx.dims(), at_.axis));
       const int64_t n = out.numel();
       if (n == 0) return;
       dispatch_bytes(x.dtype(), [&](auto tag) {
@@ -166,24 +153,17 @@ class NdKernel : public Kernel {
       });
       return;
     }
+    check_nd_updates(ctx, x, idx);
     const Tensor& upd = ctx.input(2);
-    if (upd.dims() != nd_gather_dims(x.dims(), idx.dims(), 0) || upd.dtype() != x.dtype())
-      ctx.error(str_cat("updates ", upd.describe(), " must have shape indices[:-1] + data[k:] and the type of data"));
     Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
-    scatter_typed(ctx, x, out, red_, [&](auto tag) {
+    scatter_typed(ctx, x, out, at_.red, [&](auto tag) {
       using S = typename decltype(tag)::type;
       if (tuples == 0) return;
       scatter_nd_kernel<<<1, 1, 0, dev.cuda_stream()>>>(g, tuples, ip, static_cast<const S*>(upd.raw()),
-                                                        static_cast<S*>(out.raw()), red_, dev.error_slot(), rep);
+                                                        static_cast<S*>(out.raw()), at_.red, dev.error_slot(), rep);
       OTTER_CUDA_LAUNCH_CHECK();
     });
   }
-
- private:
-  bool scatter_;
-  int64_t batch_dims_;
-  ScatterReduction red_;
-  ErrorReporter reporter_;
 };
 
 template <typename T>
@@ -191,19 +171,9 @@ __global__ void space_depth_kernel(SpaceDepthGeom g, int64_t n, const T* x, T* o
   OTTER_GRID_STRIDE(i, n) { out[i] = x[space_depth_source(g, i)]; }
 }
 
-class SpaceDepthKernel : public Kernel {
- public:
-  SpaceDepthKernel(const Node& n, bool to_space)
-      : to_space_(to_space), crd_(n.attr_s("mode", "DCR") == "CRD"), b_(n.attr_i("blocksize", 0)) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    SpaceDepthGeom g;
-    std::vector<int64_t> od;
-    if (std::string e = make_space_depth_geom(x.dims(), b_, to_space_, crd_, &g, &od); !e.empty())
-      ctx.error(str_cat(e, " (input ", x.describe(), ", blocksize ", b_, ")"));
-    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+struct CudaSpaceDepth {
+  static void space_depth(KernelContext& ctx, const SpaceDepthGeom& g, const Tensor& x, Tensor& out) {
     const int64_t n = out.numel();
-    if (n == 0) return;
     dispatch_bytes(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       space_depth_kernel<<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(g, n, static_cast<const T*>(x.raw()),
@@ -211,11 +181,8 @@ class SpaceDepthKernel : public Kernel {
       OTTER_CUDA_LAUNCH_CHECK();
     });
   }
-
- private:
-  bool to_space_, crd_;
-  int64_t b_;
 };
+using SpaceDepthKernel = SpaceDepthKernelT<CudaSpaceDepth>;
 
 }  // namespace
 

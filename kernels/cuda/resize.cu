@@ -27,30 +27,10 @@ __global__ void resize_grad_kernel(ResizeGeom g, int64_t n, const S* dy, float* 
   }
 }
 
-std::vector<double> host_doubles(const KernelContext& ctx, int i) {
-  std::vector<double> v;
-  if (!ctx.has_input(i)) return v;
-  const Tensor t = host_tensor(ctx, i);
-  for (int64_t k = 0; k < t.numel(); ++k) v.push_back(t.get_as_double(k));
-  return v;
-}
-
-ResizeGeom geom_of(const KernelContext& ctx, const ResizeAttrs& a, const std::vector<int64_t>& in, int first) {
-  std::vector<int64_t> sizes;
-  if (ctx.has_input(first + 2)) sizes = host_ints(ctx, first + 2, "sizes");
-  ResizeGeom g;
-  const std::string e = make_resize_geom(a, in, host_doubles(ctx, first), host_doubles(ctx, first + 1), sizes, &g);
-  if (!e.empty()) ctx.error(str_cat(e, " (input dims ", dims_to_string(in), ")"));
-  return g;
-}
-
-class ResizeKernel : public Kernel {
- public:
-  explicit ResizeKernel(const Node& n) : a_(resize_attrs(n)) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const ResizeGeom g = geom_of(ctx, a_, x.dims(), 1);
-    Tensor& y = ctx.allocate_output(0, x.dtype(), std::vector<int64_t>(g.out, g.out + g.rank));
+struct CudaResize {
+  static std::vector<int64_t> ints(const KernelContext& ctx, int i, const char* what) { return host_ints(ctx, i, what); }
+  static Tensor host(const KernelContext& ctx, int i) { return host_tensor(ctx, i); }
+  static void resize(KernelContext& ctx, const ResizeGeom& g, const Tensor& x, Tensor& y) {
     const int64_t n = y.numel();
     if (n == 0) return;
     dispatch_numeric(x.dtype(), [&](auto tag) {
@@ -60,22 +40,8 @@ class ResizeKernel : public Kernel {
       OTTER_CUDA_LAUNCH_CHECK();
     });
   }
-
- private:
-  ResizeAttrs a_;
-};
-
-class ResizeGradKernel : public Kernel {
- public:
-  explicit ResizeGradKernel(const Node& n) : a_(resize_attrs(n)) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& dy = ctx.input(0);
-    const std::vector<int64_t> in = host_ints(ctx, 1, "shape");
-    const ResizeGeom g = geom_of(ctx, a_, in, 2);
-    if (dy.dims() != std::vector<int64_t>(g.out, g.out + g.rank))
-      ctx.error(str_cat("dY ", dy.describe(), " does not match the forward output"));
-    Tensor& dx = ctx.allocate_output(0, dy.dtype(), in);
-    Tensor acc = dx.dtype() == DataType::kFloat32 ? dx : ctx.scratch(DataType::kFloat32, in);
+  static void resize_grad(KernelContext& ctx, const ResizeGeom& g, const Tensor& dy, Tensor& dx) {
+    Tensor acc = dx.dtype() == DataType::kFloat32 ? dx : ctx.scratch(DataType::kFloat32, dx.dims());
     if (acc.nbytes()) OTTER_CUDA_CHECK(cudaMemsetAsync(acc.raw(), 0, acc.nbytes(), stream_of(ctx)));
     const int64_t n = dy.numel();
     if (n > 0)
@@ -87,16 +53,13 @@ class ResizeGradKernel : public Kernel {
       });
     if (dx.dtype() != DataType::kFloat32) cast_tensor(ctx, acc, dx);
   }
-
- private:
-  ResizeAttrs a_;
 };
 
 }  // namespace
 
 KernelFactory resize_kernel(const std::string& op) {
-  if (op == "Resize") return node_kernel<ResizeKernel>();
-  if (op == "ResizeGrad") return node_kernel<ResizeGradKernel>();
+  if (op == "Resize") return node_kernel<ResizeKernelT<CudaResize, false>>();
+  if (op == "ResizeGrad") return node_kernel<ResizeKernelT<CudaResize, true>>();
   fail("resize_kernel: no CUDA kernel for ", op);
 }
 

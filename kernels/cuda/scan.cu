@@ -70,14 +70,8 @@ __global__ void hardmax_kernel(AxisLines l, const S* x, S* y) {
   }
 }
 
-class HardmaxKernel : public Kernel {
- public:
-  explicit HardmaxKernel(const Node& n) : axis_(n.attr_i("axis", -1)) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const AxisLines l = lines_around(ctx, x.dims(), axis_);
-    Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
-    if (x.numel() == 0) return;
+struct HardmaxLines {
+  static void run(KernelContext& ctx, const AxisLines& l, const Tensor& x, Tensor& y) {
     dispatch_float(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       hardmax_kernel<S><<<grid_for(l.outer * l.inner), kBlock, 0, stream_of(ctx)>>>(
@@ -85,10 +79,8 @@ class HardmaxKernel : public Kernel {
       OTTER_CUDA_LAUNCH_CHECK();
     });
   }
-
- private:
-  int64_t axis_;
 };
+using HardmaxKernel = HardmaxKernelBase<HardmaxLines>;
 
 }  // namespace
 

@@ -1,8 +1,10 @@
 // CUDA data-movement kernels: Transpose, Concat, Split, Slice, Expand and Tile as strided copies
 // (one kernel, offsets from two strided indexers), and Gather, Pad, Trilu and ConstantOfShape as
 // their own kernels; they move elements of any dtype by size. Their gradients are in
-// shape_grad.cu; their parameters are resolved by kernels/common/shape_params.h, as on the CPU.
+// shape_grad.cu; their parameters are resolved by kernels/common/shape_params.h, as on the CPU, and
+// Concat, Split and Slice are the shared kernels of kernels/common/movement_kernels.h.
 #include "kernels/common/indexing.h"
+#include "kernels/common/movement_kernels.h"
 #include "kernels/common/shape_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -29,15 +31,8 @@ template <typename T, typename I>
 __global__ void gather_kernel(int64_t n, const T* x, const I* idx, T* out, int64_t ni, int64_t inner,
                               int64_t axis_len, DeviceError* slot, int reporter) {
   OTTER_GRID_STRIDE(i, n) {
-    const int64_t j = i % inner, t = i / inner, k = t % ni, o = t / ni;
-    int64_t v = static_cast<int64_t>(idx[k]);
-    if (v < -axis_len || v >= axis_len) {
-      report_error(slot, reporter, 1, v, k, axis_len);
-      out[i] = T(0);
-      continue;
-    }
-    if (v < 0) v += axis_len;
-    out[i] = x[(o * axis_len + v) * inner + j];
+    const int64_t src = gather_offset(i, idx, ni, inner, axis_len, slot, reporter);
+    out[i] = src < 0 ? T(0) : x[src];
   }
 }
 
@@ -46,16 +41,8 @@ template <typename T>
 __global__ void pad_kernel(int64_t n, const T* x, T* y, PadGeometry g, PadMode mode, const T* value) {
   const T c = value ? *value : T(0);
   OTTER_GRID_STRIDE(i, n) {
-    int64_t rem = i, off = 0;
-    bool fill = false;
-    for (int d = g.rank - 1; d >= 0; --d) {
-      const int64_t o = rem % g.out[d];
-      rem /= g.out[d];
-      const int64_t s = pad_source(mode, o - g.lo[d], g.in[d]);
-      if (s < 0) fill = true;
-      else off += s * g.stride[d];
-    }
-    y[i] = fill ? c : x[off];
+    const int64_t off = pad_input_offset(g, mode, i);
+    y[i] = off < 0 ? c : x[off];
   }
 }
 
@@ -99,19 +86,7 @@ class TransposeKernel : public Kernel {
   explicit TransposeKernel(const Node& n) : perm_(n.attr_ints("perm")), has_perm_(n.has_attr("perm")) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const int64_t r = x.rank();
-    std::vector<int64_t> perm = perm_;
-    if (!has_perm_)
-      for (int64_t i = 0; i < r; ++i) perm.push_back(r - 1 - i);
-    if (static_cast<int64_t>(perm.size()) != r)
-      ctx.error(str_cat("perm ", dims_to_string(perm), " does not match input ", x.describe()));
-    std::vector<bool> seen(static_cast<size_t>(r), false);
-    for (int64_t& v : perm) {
-      if (v < -r || v >= r || seen[v < 0 ? v + r : v])
-        ctx.error(str_cat("perm ", dims_to_string(perm_), " is not a permutation of rank ", r));
-      if (v < 0) v += r;
-      seen[v] = true;
-    }
+    const std::vector<int64_t> perm = params::resolve_perm(ctx, perm_, has_perm_, x.rank());
     const std::vector<int64_t> is = contiguous_strides(x.dims());
     std::vector<int64_t> od, src_strides;
     for (int64_t p : perm) {
@@ -127,81 +102,15 @@ class TransposeKernel : public Kernel {
   bool has_perm_;
 };
 
-class ConcatKernel : public Kernel {
- public:
-  explicit ConcatKernel(const Node& n) : axis_(n.attr_i("axis", 0)) {}
-  void run(KernelContext& ctx) override {
-    const params::ConcatSpec c = params::resolve_concat(ctx, axis_);
-    const int n = ctx.num_inputs();
-    const Tensor& x0 = ctx.input(0);
-    const int64_t a = c.axis, outer = c.outer, inner = c.inner;
-    Tensor& out = ctx.allocate_output(0, x0.dtype(), c.out_dims);
-    const int64_t out_row = c.out_dims[a] * inner;
-    int64_t col = 0;
-    for (int i = 0; i < n; ++i) {
-      const Tensor& xi = ctx.input(i);
-      const int64_t len = xi.dims()[a] * inner;
-      strided_copy(ctx, x0.dtype(), at_element(out, col), {out_row, 1}, xi.raw(), {len, 1}, {outer, len});
-      col += len;
-    }
+// Concat, Split and Slice (kernels/common/movement_kernels.h) as strided copies.
+struct CudaMoves {
+  static std::vector<int64_t> ints(const KernelContext& ctx, int i, const char* what) { return host_ints(ctx, i, what); }
+  static void copy_rows(KernelContext& ctx, DataType t, int64_t outer, int64_t len, void* dst, int64_t dst_row,
+                        const void* src, int64_t src_row) {
+    strided_copy(ctx, t, dst, {dst_row, 1}, src, {src_row, 1}, {outer, len});
   }
-
- private:
-  int64_t axis_;
-};
-
-class SplitKernel : public Kernel {
- public:
-  explicit SplitKernel(const Node& n)
-      : axis_(n.attr_i("axis", 0)), num_outputs_(n.attr_i("num_outputs", 0)), split_attr_(n.attr_ints("split")) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const int64_t r = x.rank();
-    const int64_t a = params::normalize_axis(ctx, axis_, r);
-    const int nout = ctx.num_outputs();
-    const std::vector<int64_t> sizes =
-        params::split_sizes(ctx, x, a, nout, ctx.has_input(1) ? host_ints(ctx, 1, "split") : split_attr_, num_outputs_);
-    int64_t outer = 1, inner = 1;
-    for (int64_t k = 0; k < a; ++k) outer *= x.dims()[k];
-    for (int64_t k = a + 1; k < r; ++k) inner *= x.dims()[k];
-    const int64_t in_row = x.dims()[a] * inner;
-    int64_t col = 0;
-    for (int i = 0; i < nout; ++i) {
-      const int64_t len = sizes[i] * inner;
-      if (ctx.has_output(i)) {
-        std::vector<int64_t> od = x.dims();
-        od[a] = sizes[i];
-        Tensor& out = ctx.allocate_output(i, x.dtype(), od);
-        strided_copy(ctx, x.dtype(), out.raw(), {len, 1}, at_element(x, col), {in_row, 1}, {outer, len});
-      }
-      col += len;
-    }
-  }
-
- private:
-  int64_t axis_, num_outputs_;
-  std::vector<int64_t> split_attr_;
-};
-
-class SliceKernel : public Kernel {
- public:
-  explicit SliceKernel(const Node&) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& x = ctx.input(0);
-    const params::SliceView p = params::resolve_slice(
-        ctx, x.dims(), host_ints(ctx, 1, "starts"), host_ints(ctx, 2, "ends"),
-        ctx.has_input(3) ? host_ints(ctx, 3, "axes") : std::vector<int64_t>{},
-        ctx.has_input(4) ? host_ints(ctx, 4, "steps") : std::vector<int64_t>{});
-    Tensor& out = ctx.allocate_output(0, x.dtype(), p.out_dims);
-    if (out.numel() == 0) return;
-    const std::vector<int64_t> is = contiguous_strides(x.dims());
-    std::vector<int64_t> src_strides(is.size());
-    int64_t base = 0;
-    for (size_t i = 0; i < is.size(); ++i) {
-      base += p.start[i] * is[i];
-      src_strides[i] = p.step[i] * is[i];
-    }
-    strided_copy(ctx, x.dtype(), out.raw(), contiguous_strides(p.out_dims), at_element(x, base), src_strides, p.out_dims);
+  static void copy_view(KernelContext& ctx, DataType t, void* dst, const void* src, const params::SliceView& v) {
+    strided_copy(ctx, t, dst, contiguous_strides(v.out_dims), src, v.strides, v.out_dims);
   }
 };
 
@@ -252,48 +161,28 @@ class TileKernel : public Kernel {
   }
 };
 
-class GatherKernel : public Kernel {
+class GatherKernel : public GatherKernelBase {
  public:
-  explicit GatherKernel(const Node& n)
-      : axis_(n.attr_i("axis", 0)),
-        reporter_(n, [](const DeviceError& e) {
-          return str_cat("index ", e.a, " (indices element ", e.b, ") is out of range for an axis of size ", e.c);
-        }) {}
+  explicit GatherKernel(const Node& n) : GatherKernelBase(n) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Tensor& idx = ctx.input(1);
-    const int64_t r = x.rank();
-    if (r == 0) ctx.error("data must have rank >= 1");
-    if (idx.dtype() != DataType::kInt64 && idx.dtype() != DataType::kInt32)
-      ctx.error(str_cat("indices must be int64 or int32, got ", idx.describe()));
-    const int64_t a = params::normalize_axis(ctx, axis_, r);
-    std::vector<int64_t> od(x.dims().begin(), x.dims().begin() + a);
-    od.insert(od.end(), idx.dims().begin(), idx.dims().end());
-    od.insert(od.end(), x.dims().begin() + a + 1, x.dims().end());
-    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    const params::GatherSpec g = params::resolve_gather(ctx, x.dims(), idx, axis_, "data");
+    Tensor& out = ctx.allocate_output(0, x.dtype(), g.out_dims);
     const int64_t n = out.numel();
     if (n == 0) return;
-    int64_t inner = 1;
-    for (int64_t k = a + 1; k < r; ++k) inner *= x.dims()[k];
-    CudaDevice& dev = device_of(ctx);
-    const int rep = reporter_.id(dev);
+    const Launch l = launch_on(ctx);
     dispatch_bytes(x.dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
-      auto launch = [&](auto* ip) {
-        using I = std::remove_const_t<std::remove_pointer_t<decltype(ip)>>;
-        gather_kernel<T, I><<<grid_for(n), kBlock, 0, dev.cuda_stream()>>>(
-            n, static_cast<const T*>(x.raw()), ip, static_cast<T*>(out.raw()), idx.numel(), inner, x.dims()[a],
-            dev.error_slot(), rep);
+      with_index_data(idx, [&](auto* ip) {
+        gather_kernel<<<grid_for(n), kBlock, 0, l.dev.cuda_stream()>>>(n, static_cast<const T*>(x.raw()), ip,
+                                                                       static_cast<T*>(out.raw()), idx.numel(), g.inner,
+                                                                       g.axis_len, l.dev.error_slot(), l.reporter);
         OTTER_CUDA_LAUNCH_CHECK();
-      };
-      if (idx.dtype() == DataType::kInt64) launch(static_cast<const int64_t*>(idx.raw()));
-      else launch(static_cast<const int32_t*>(idx.raw()));
+      });
     });
   }
 
- private:
-  int64_t axis_;
-  ErrorReporter reporter_;
 };
 
 class PadKernel : public Kernel {
@@ -301,11 +190,9 @@ class PadKernel : public Kernel {
   explicit PadKernel(const Node& n) : mode_(params::parse_pad_mode(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const int64_t r = x.rank();
-    if (r > kMaxDims) ctx.error(str_cat("Pad on CUDA takes at most ", kMaxDims, " dims, got ", x.describe()));
     const params::PadSpec p = params::resolve_pad(ctx, x, host_ints(ctx, 1, "pads"), optional_host_ints(ctx, 3, "axes"),
                                                   mode_);
-    const PadGeometry g = pad_geometry(x.dims(), p);
+    const PadGeometry g = pad_geometry(ctx, x, p);
     Tensor& out = ctx.allocate_output(0, x.dtype(), p.out_dims);
     const int64_t n = out.numel();
     if (n == 0) return;
@@ -375,9 +262,9 @@ class ConstantOfShapeKernel : public Kernel {
 
 KernelFactory shape_kernel(const std::string& op) {
   if (op == "Transpose") return node_kernel<TransposeKernel>();
-  if (op == "Concat") return node_kernel<ConcatKernel>();
-  if (op == "Split") return node_kernel<SplitKernel>();
-  if (op == "Slice") return node_kernel<SliceKernel>();
+  if (op == "Concat") return node_kernel<params::ConcatKernelT<CudaMoves>>();
+  if (op == "Split") return node_kernel<params::SplitKernelT<CudaMoves>>();
+  if (op == "Slice") return node_kernel<params::SliceKernelT<CudaMoves>>();
   if (op == "Expand") return node_kernel<ExpandKernel>();
   if (op == "Tile") return node_kernel<TileKernel>();
   if (op == "Gather") return node_kernel<GatherKernel>();
