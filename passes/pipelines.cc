@@ -62,6 +62,7 @@ LossScaleOptions loss_scale_options(const TrainingPipelineOptions& o) {
 std::string gradient_pipeline(const TrainingPipelineOptions& o) {
   std::string text = "canonicalize";
   if (!o.lora.targets.empty()) text += "," + lora_step(o);
+  if (o.fuse_attention) text += ",fuse-attention";
   if (!o.loss.from_model()) text += "," + pass_text("add-loss", o.loss.add);
   if (o.precision != Precision::kFp32) text += "," + mixed_precision_step(o);
   text += "," + autodiff_step(o);
@@ -99,6 +100,10 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
     require(registry, "lora", "lora");
     steps.push_back(lora_step(o));
   }
+  // Attention fuses in the forward graph, so autodiff differentiates the fused op
+  // (ai.otter.AttentionGrad recomputes the probabilities instead of keeping them) and mixed
+  // precision casts it as one GEMM-like op. An optimisation: left out where not registered.
+  if (o.fuse_attention && registry.has("fuse-attention")) steps.push_back("fuse-attention");
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
   if (!o.loss.from_model()) steps.push_back(pass_text("add-loss", o.loss.add));

@@ -41,6 +41,7 @@ struct TrainingPipelineOptions {
   OptimizerOptions optimizer;
   GlobList freeze;  // parameter name globs that are not trained (autodiff)
   LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
+  bool fuse_attention = true;  // fuse-attention before the loss and autodiff (otter-train --fuse-attention)
   bool operator==(const TrainingPipelineOptions&) const = default;
 };
 

@@ -4,6 +4,7 @@
 #include "passes/canonicalize.h"
 #include "passes/cast_elimination.h"
 #include "passes/eval_mode.h"
+#include "passes/fuse_attention.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/hoist_weight_casts.h"
@@ -21,6 +22,7 @@ void register_all_passes(PassRegistry& r) {
   r.add("canonicalize", [] { return std::make_unique<CanonicalizePass>(); });
   r.add("eval-mode", [] { return std::make_unique<EvalModePass>(); });
   r.add("lora", [] { return std::make_unique<LoraPass>(); });
+  r.add("fuse-attention", [] { return std::make_unique<FuseAttentionPass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("mixed-precision", [] { return std::make_unique<MixedPrecisionPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });

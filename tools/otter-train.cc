@@ -138,6 +138,9 @@ std::vector<cli::FlagSpec> precision_flags(bool interval = true) {
        "P"},
       {"loss-scale", true, "dynamic|off|VALUE (default dynamic for fp16, off otherwise); VALUE: a fixed scale", "S"},
       {"init-scale", true, "initial dynamic loss scale (default 65536; kept in [1, 2^24])", "S"},
+      {"fuse-attention", true,
+       "on|off (default on): fuse scaled-dot-product attention into ai.otter.Attention (fuse-attention pass)",
+       "on|off"},
   };
   if (interval) f.push_back({"scale-interval", true, "good steps before the dynamic loss scale doubles (default 2000)", "N"});
   return f;
@@ -145,6 +148,11 @@ std::vector<cli::FlagSpec> precision_flags(bool interval = true) {
 
 void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
   p.precision = args.get_enum("precision", p.precision);
+  if (args.has("fuse-attention")) {
+    const std::string f = args.get("fuse-attention");
+    if (f != "on" && f != "off") fail("--fuse-attention must be on or off, got '", f, "'");
+    p.fuse_attention = f == "on";
+  }
   LossScaleOptions s = default_loss_scale(p.precision);
   const std::string scale = args.get("loss-scale", "");
   if (scale == "dynamic" || scale == "off") {

@@ -130,4 +130,5 @@ namespace otter {
 // (graph/ops/matmul_conv.cc) by register_nn_ops.
 void register_data_movement_ops(OpTable& t);
 void register_matmul_conv_ops(OpTable& t);
+void register_attention_ops(OpTable& t);  // graph/ops/attention.cc, by register_nn_ops
 }  // namespace otter

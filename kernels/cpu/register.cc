@@ -3,6 +3,8 @@
 
 namespace otter {
 
+void register_cpu_attention_kernels(KernelRegistry& r);  // attention.cc: Attention, AttentionGrad (blocked)
+
 void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_elementwise_kernels(r);
   register_cpu_reduce_kernels(r);
@@ -17,6 +19,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_conv_grad_kernels(r);
   register_cpu_nn_grad_kernels(r);
   register_cpu_shape_grad_kernels(r);
+  register_cpu_attention_kernels(r);
   register_cpu_half_kernels(r);  // last: it derives half kernels from the float32 ones above
 }
 

@@ -23,6 +23,7 @@ KernelFactory nn_kernel(const std::string& op);           // nn.cu: normalisatio
 KernelFactory softmax_loss_kernel(const std::string& op);  // softmax_loss.cu: softmax, losses
 KernelFactory train_kernel(const std::string& op);        // train.cu: accumulation, optimizers, scaler
 KernelFactory scan_kernel(const std::string& op);         // scan.cu: CumSum, ArgMax, ArgMin
+KernelFactory attention_kernel(const std::string& op);    // attention.cu: Attention, AttentionGrad
 KernelFactory math_kernel(const std::string& op);         // math.cu: trig, rounding, activations, derivatives
 
 // Launch helpers one family lends the others (all on ctx's stream).

@@ -175,6 +175,8 @@ const Row kRows[] = {
       {otter, "ClipGrad", kFloat, elementwise_kernel},
       {otter, "DropoutGrad", kFloat, elementwise_kernel},
       {otter, "SoftmaxGrad", kFloat, softmax_loss_kernel},
+      {otter, "Attention", kFloat, attention_kernel},
+      {otter, "AttentionGrad", kFloat, attention_kernel},
       {otter, "LogSoftmaxGrad", kFloat, softmax_loss_kernel},
       {otter, "SoftmaxCrossEntropyLossGrad", kFloat, softmax_loss_kernel},
       {otter, "NegativeLogLikelihoodLossGrad", kFloat, softmax_loss_kernel},

@@ -8,6 +8,7 @@
 #include "passes/add_loss.h"
 #include "passes/autodiff.h"
 #include "passes/grad_accumulation.h"
+#include "passes/fuse_attention.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
 #include "passes/memory_plan.h"
@@ -152,8 +153,11 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   lora.dropout = 0.1;
   lora.seed = 7;
   expect_round_trip("lora", lora);
+  FuseAttentionOptions fa;
+  fa.gqa = false;
+  expect_round_trip("fuse-attention", fa);
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
-                        "memory-plan", "lora"})
+                        "memory-plan", "lora", "fuse-attention"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";

@@ -18,8 +18,15 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(TrainingPipeline, DefaultOptions) {
   EXPECT_EQ(training_pipeline({}),
+            "canonicalize,fuse-attention,add-loss{type=ce},autodiff,grad-accumulation{steps=1},"
+            "optimizer{type=adamw,lr=0.001},memory-plan");
+  TrainingPipelineOptions unfused;
+  unfused.fuse_attention = false;  // otter-train --fuse-attention off
+  EXPECT_EQ(training_pipeline(unfused),
             "canonicalize,add-loss{type=ce},autodiff,grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},"
             "memory-plan");
+  EXPECT_EQ(gradient_pipeline({}), "canonicalize,fuse-attention,add-loss{type=ce},autodiff");
+  EXPECT_EQ(gradient_pipeline(unfused), "canonicalize,add-loss{type=ce},autodiff");
 }
 
 TEST(TrainingPipeline, EveryOptionReachesItsPass) {
@@ -40,7 +47,7 @@ TEST(TrainingPipeline, EveryOptionReachesItsPass) {
   c.warmup = 10;
   c.total = 1000;
   EXPECT_EQ(training_pipeline(o),
-            "canonicalize,add-loss{type=mse,output=y,labels=target},autodiff{freeze=fc1.*;emb?},"
+            "canonicalize,fuse-attention,add-loss{type=mse,output=y,labels=target},autodiff{freeze=fc1.*;emb?},"
             "grad-accumulation{steps=4},optimizer{type=sgd,lr=0.1,weight_decay=1e-04,momentum=0.9,"
             "nesterov=true,clip_norm=1.5,schedule=cosine,warmup=10,total=1000},memory-plan");
 }
@@ -49,8 +56,8 @@ TEST(TrainingPipeline, ModelLossSkipsAddLoss) {
   TrainingPipelineOptions o;
   o.loss = LossSpec::parse("model:total_loss");
   EXPECT_EQ(training_pipeline(o),
-            "canonicalize,autodiff{loss=total_loss},grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},"
-            "memory-plan");
+            "canonicalize,fuse-attention,autodiff{loss=total_loss},grad-accumulation{steps=1},"
+            "optimizer{type=adamw,lr=0.001},memory-plan");
   EXPECT_EQ(eval_pipeline(o), "canonicalize,eval-mode");
   EXPECT_EQ(eval_pipeline({}), "canonicalize,eval-mode,add-loss{type=ce}");
 }
@@ -63,7 +70,7 @@ TEST(TrainingPipeline, ThePipelineParsesAndEveryPassValidates) {
   pm.add_pipeline(training_pipeline(o));
   std::vector<std::string> names;
   for (const auto& p : pm.passes()) names.push_back(p->name());
-  std::vector<std::string> want{"canonicalize", "add-loss", "autodiff", "grad-accumulation", "optimizer",
+  std::vector<std::string> want{"canonicalize", "fuse-attention", "add-loss", "autodiff", "grad-accumulation", "optimizer",
                                 "memory-plan"};
   EXPECT_EQ(names, want);
 }
