@@ -44,8 +44,9 @@ void unscale_existing_optimizer(Graph& g, Value* scale) {
 void add_scale_update(Graph& g, Value* scale, const LossScaleOptions& o) {
   Value* good = g.add_state(g.unique_name(scale->name() + ".good_steps"), Tensor::scalar<int64_t>(0));
   std::vector<Value*> ins{scale, good};
-  Node* all_finite = find_apply_node(g, "AllFinite");
-  if (all_finite) ins.push_back(all_finite->output(0));
+  // The step's finite flag, as the optimizer recorded it; when it has not run yet, it fills the input.
+  const std::string finite = g.training_facts().finite;
+  if (!finite.empty()) ins.push_back(g.value(finite));
   Node* u = g.add_node("LossScaleUpdate", ins,
                        {g.unique_name(scale->name() + ".new"), g.unique_name(good->name() + ".new")}, kOtterDomain);
   u->set_program(Program::kApply);

@@ -84,11 +84,11 @@ py::dict list_passes() {
   for (const std::string& n : reg.names()) {
     auto p = reg.create(n);
     py::list opts;
-    for (const PassOption& o : p->options()) {
+    for (const OptionInfo& o : p->options()) {
       py::dict od;
       od["name"] = o.name;
-      od["type"] = option_type_name(o.type);
-      od["default"] = o.default_value;
+      od["type"] = o.choices.empty() ? o.type : "enum";
+      od["default"] = o.default_text;
       od["help"] = o.help;
       od["choices"] = o.choices;
       opts.append(od);

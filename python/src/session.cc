@@ -64,63 +64,52 @@ std::vector<std::string> string_list(const py::handle& v, const char* what) {
   return take<std::vector<std::string>>(v, what);
 }
 
-// optimizer="adamw" or optimizer={"type": "adamw", "lr": 0.01, ...}: OptimizerConfig's fields.
-OptimizerConfig optimizer_options(const py::handle& v) {
-  OptimizerConfig c;
+// A Python option value as pipeline text writes it ("0.01", "true", "cosine").
+std::string option_text(const py::handle& v, const std::string& what) {
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>() ? "true" : "false";
+  if (py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v) || py::isinstance<py::str>(v))
+    return py::str(v).cast<std::string>();
+  fail(what, ": expected a number, a bool or a string, got ", std::string(py::repr(v)));
+}
+
+// optimizer="adamw" or optimizer={"type": "adamw", "lr": 0.01, ...}: the optimizer pass's options
+// (OptimizerOptions::table(): the names and checks of its pipeline text), "name" for "type".
+OptimizerOptions optimizer_options(const py::handle& v) {
+  std::map<std::string, std::string> values;
   if (py::isinstance<py::str>(v)) {
-    c.type = v.cast<std::string>();
-    return c;
+    values["type"] = v.cast<std::string>();
+  } else {
+    OTTER_CHECK(py::isinstance<py::dict>(v), "optimizer: expected a name or a dict, got ", std::string(py::repr(v)));
+    for (auto [key, val] : v.cast<py::dict>()) {
+      std::string k = take<std::string>(key, "optimizer option name");
+      values[k == "name" ? "type" : k] = option_text(val, "optimizer['" + k + "']");
+    }
   }
-  OTTER_CHECK(py::isinstance<py::dict>(v), "optimizer: expected a name or a dict, got ", std::string(py::repr(v)));
-  for (auto [key, val] : v.cast<py::dict>()) {
-    const std::string k = take<std::string>(key, "optimizer option name");
-    const std::string what = "optimizer['" + k + "']";
-    const char* w = what.c_str();
-    if (k == "type" || k == "name")
-      c.type = take<std::string>(val, w);
-    else if (k == "lr")
-      c.lr = take<double>(val, w);
-    else if (k == "beta1")
-      c.beta1 = take<double>(val, w);
-    else if (k == "beta2")
-      c.beta2 = take<double>(val, w);
-    else if (k == "eps")
-      c.eps = take<double>(val, w);
-    else if (k == "weight_decay")
-      c.weight_decay = take<double>(val, w);
-    else if (k == "momentum")
-      c.momentum = take<double>(val, w);
-    else if (k == "nesterov")
-      c.nesterov = take<bool>(val, w);
-    else if (k == "clip_norm")
-      c.clip_norm = take<double>(val, w);
-    else if (k == "schedule")
-      c.schedule = take<std::string>(val, w);
-    else if (k == "warmup")
-      c.warmup = take<int64_t>(val, w);
-    else if (k == "total")
-      c.total = take<int64_t>(val, w);
-    else if (k == "min_lr")
-      c.min_lr = take<double>(val, w);
-    else
-      fail("optimizer: unknown option '", k, "' (type, lr, beta1, beta2, eps, weight_decay, momentum, nesterov, ",
-           "clip_norm, schedule, warmup, total, min_lr)");
-  }
-  OTTER_CHECK(c.schedule == "constant" || c.total > 0, "optimizer: schedule '", c.schedule,
+  OptimizerOptions c = OptimizerOptions::table().parse(values, "optimizer");
+  OTTER_CHECK(c.schedule == LrSchedule::kConstant || c.total > 0, "optimizer: schedule '", enum_name(c.schedule),
               "' needs 'total', the optimizer steps it spans (otter-train sets it from --epochs or --steps)");
   return c;
 }
 
+// The loss scaling the options hold, made explicit (from the precision's default) on first use.
+LossScaleOptions& loss_scale_of(TrainingPipelineOptions& p) {
+  if (!p.loss_scale) p.loss_scale = default_loss_scale(p.precision);
+  return *p.loss_scale;
+}
+
 // loss_scale="dynamic" | "off" | a number (a fixed scale), as otter-train's --loss-scale.
 void loss_scale_option(const py::handle& v, TrainingPipelineOptions& p) {
+  LossScaleOptions& s = loss_scale_of(p);
   if (py::isinstance<py::str>(v)) {
-    p.loss_scale = v.cast<std::string>();
+    const std::string m = v.cast<std::string>();
+    OTTER_CHECK(m == "dynamic" || m == "off", "loss_scale must be dynamic, off or a positive number, got '", m, "'");
+    s.mode = m == "off" ? LossScaleMode::kOff : LossScaleMode::kDynamic;
     return;
   }
-  const double s = take<double>(v, "loss_scale");
-  OTTER_CHECK(s > 0 && std::isfinite(s), "loss_scale must be dynamic, off or a positive number, got ", s);
-  p.loss_scale = "static";
-  p.init_scale = s;
+  const double x = take<double>(v, "loss_scale");
+  OTTER_CHECK(x > 0 && std::isfinite(x), "loss_scale must be dynamic, off or a positive number, got ", x);
+  s.mode = LossScaleMode::kStatic;
+  s.init = x;
 }
 
 }  // namespace
@@ -130,24 +119,23 @@ TrainingOptions training_options(const py::kwargs& kw) {
   TrainingOptions o;
   o.device = "auto";  // as otter-train's --device
   TrainingPipelineOptions& p = o.pipeline;
+  std::string loss_text = "ce";
+  std::optional<std::string> output, labels;
+  std::vector<std::pair<std::string, py::handle>> scale_kw;  // after precision, whose default they change
   for (auto [key, v] : kw) {
     const std::string k = key.cast<std::string>();
     if (v.is_none()) continue;  // None: the default
     const char* w = k.c_str();
     if (k == "loss")
-      p.loss = take<std::string>(v, w);
+      loss_text = take<std::string>(v, w);
     else if (k == "output")
-      p.output = take<std::string>(v, w);
+      output = take<std::string>(v, w);
     else if (k == "labels")
-      p.labels = take<std::string>(v, w);
+      labels = take<std::string>(v, w);
     else if (k == "precision")
-      p.precision = take<std::string>(v, w);
-    else if (k == "loss_scale")
-      loss_scale_option(v, p);
-    else if (k == "init_scale")
-      p.init_scale = take<double>(v, w);
-    else if (k == "scale_interval")
-      p.scale_interval = take<int64_t>(v, w);
+      p.precision = parse_enum<Precision>(take<std::string>(v, w), "precision");
+    else if (k == "loss_scale" || k == "init_scale" || k == "scale_interval")
+      scale_kw.emplace_back(k, v);
     else if (k == "accum")
       p.accum = take<int64_t>(v, w);
     else if (k == "optimizer")
@@ -166,28 +154,49 @@ TrainingOptions training_options(const py::kwargs& kw) {
       fail("TrainingSession: unknown option '", k, "' (loss, output, labels, precision, loss_scale, init_scale, ",
            "scale_interval, accum, optimizer, freeze, batch_size, eval_batch_size, seed, device)");
   }
+  p.loss = LossSpec::parse(loss_text);
+  if (output) p.loss.add.output = *output;
+  if (labels) p.loss.add.labels = *labels;
+  // loss_scale first: init_scale and scale_interval tune the dynamic scale it leaves on.
+  for (const auto& [k, v] : scale_kw)
+    if (k == "loss_scale") loss_scale_option(v, p);
+  for (const auto& [k, v] : scale_kw) {
+    if (k == "loss_scale") continue;
+    LossScaleOptions& s = loss_scale_of(p);
+    OTTER_CHECK(s.mode == LossScaleMode::kDynamic, k, " applies to dynamic loss scaling, which is off (precision ",
+                enum_name(p.precision), ")");
+    if (k == "init_scale") {
+      s.init = take<double>(v, k.c_str());
+      OTTER_CHECK(s.init > 0 && std::isfinite(s.init), "init_scale must be a positive number, got ", s.init);
+    } else {
+      s.interval = take<int64_t>(v, k.c_str());
+      OTTER_CHECK(s.interval >= 1, "scale_interval must be >= 1, got ", s.interval);
+    }
+  }
+  if (p.loss_scale && *p.loss_scale == default_loss_scale(p.precision)) p.loss_scale.reset();
   return o;
 }
 
 // TrainingSession's docstring, with the defaults read from the C++ option structs.
 std::string session_doc() {
   const TrainingOptions o;
-  const OptimizerConfig c;
+  const OptimizerOptions c;
+  const LossScaleOptions dyn;
   std::ostringstream s;
   s << "TrainingSession(model_path, **options)\n\n"
     << "Trains an ONNX model with the options of `otter-train train` (docs: README.md, 'Python API'):\n"
-    << "  loss='" << o.pipeline.loss << "' (ce | mse | model:NAME), output=None, labels='" << o.pipeline.labels
+    << "  loss='" << o.pipeline.loss.text() << "' (ce | mse | model:NAME), output=None, labels='" << o.pipeline.loss.add.labels
     << "',\n"
-    << "  precision='" << o.pipeline.precision << "' (fp32 | fp16 | bf16), loss_scale=None ('dynamic' | 'off' |\n"
-    << "  a fixed number; default dynamic for fp16), init_scale=" << o.pipeline.init_scale
-    << ", scale_interval=" << o.pipeline.scale_interval << ",\n"
+    << "  precision='" << enum_name(o.pipeline.precision) << "' (fp32 | fp16 | bf16), loss_scale=None ('dynamic' | 'off' |\n"
+    << "  a fixed number; default dynamic for fp16), init_scale=" << dyn.init
+    << ", scale_interval=" << dyn.interval << ",\n"
     << "  accum=" << o.pipeline.accum << " (K), batch_size=" << o.batch_size
     << " (micro-batch b), eval_batch_size=" << o.eval_batch_size << ", seed=" << o.seed << ",\n"
     << "  freeze=None (globs, a list or 'a,b'), device='auto' (auto | cpu | cuda),\n"
-    << "  optimizer='" << c.type << "' or a dict with type, lr=" << c.lr << ", beta1=" << c.beta1
+    << "  optimizer='" << enum_name(c.type) << "' or a dict with type, lr=" << c.lr << ", beta1=" << c.beta1
     << ", beta2=" << c.beta2 << ", eps=" << c.eps << ",\n"
     << "    weight_decay (0.01 for adamw, else 0), momentum (0.9 for type momentum, else 0), nesterov,\n"
-    << "    clip_norm, schedule='" << c.schedule << "' (constant | linear-warmup | cosine), warmup, total\n"
+    << "    clip_norm, schedule='" << enum_name(c.schedule) << "' (constant | linear-warmup | cosine), warmup, total\n"
     << "    (steps the schedule spans; needed by non-constant schedules), min_lr.\n"
     << "Options not given (or None) keep these defaults, which come from the C++ structs.";
   return s.str();
@@ -210,7 +219,7 @@ py::dict step_dict(const StepResult& r) {
 // against it, so their errors read as otter-train's do for a data file.
 struct Session {
   Session(const std::string& model, const TrainingOptions& o)
-      : probe(model, o.pipeline, cpu_device()), inputs(probe.data_inputs()), s(TrainingSession::create(model, o)) {}
+      : probe(model, o.pipeline.loss, cpu_device(), o.pipeline.lora.targets.empty() ? nullptr : &o.pipeline.lora), inputs(probe.data_inputs()), s(TrainingSession::create(model, o)) {}
   Evaluator probe;
   std::vector<const Value*> inputs;
   std::unique_ptr<TrainingSession> s;

@@ -111,7 +111,7 @@ def test_bad_options_raise(digits):
         otter.TrainingSession(MLP, precision="fp8")
     with pytest.raises(otter.Error, match="unknown option 'batchsize'"):
         otter.TrainingSession(MLP, batchsize=8)
-    with pytest.raises(otter.Error, match="optimizer: unknown option 'learning_rate'"):
+    with pytest.raises(otter.Error, match="pass 'optimizer' has no option 'learning_rate'"):
         otter.TrainingSession(MLP, optimizer={"learning_rate": 0.1})
     with pytest.raises(otter.Error, match="schedule 'cosine' needs 'total'"):
         otter.TrainingSession(MLP, optimizer={"schedule": "cosine"})

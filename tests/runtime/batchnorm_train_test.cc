@@ -20,7 +20,7 @@ std::unique_ptr<TrainingSession> session(const std::string& batchnorm) {
   TrainingOptions o;
   o.batch_size = 8;
   o.device = "cpu";
-  o.pipeline.optimizer.type = "sgd";
+  o.pipeline.optimizer.type = OptimizerType::kSgd;
   o.pipeline.optimizer.lr = 0.1;
   o.batchnorm = batchnorm;
   return TrainingSession::create(kModel, o);

@@ -19,7 +19,7 @@ TEST(Float64Trajectory, AdamWStaysAsCloseAsPyTorchFloat32) {
   auto hp = [&](const std::string& k) { return refs.get("hp/" + k).get_as_double(0); };
   TrainingOptions o;
   o.batch_size = static_cast<int64_t>(hp("batch"));
-  o.pipeline.optimizer.type = "adamw";
+  o.pipeline.optimizer.type = OptimizerType::kAdamW;
   o.pipeline.optimizer.lr = hp("lr");
   o.pipeline.optimizer.weight_decay = hp("weight_decay");
   auto s = TrainingSession::create(model_file("digits/mlp.onnx"), o);
