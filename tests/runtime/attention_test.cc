@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <random>
 
 #include "graph/graph_stats.h"
@@ -82,7 +83,8 @@ struct Case {
 };
 
 TEST(FusedAttention, MatchesUnfusedGraph) {
-  for (const Case& c : {Case{"double", 2, 2, false, 1e-12}, Case{"double", 4, 2, true, 1e-12},
+  // float64 within 1e-7: the scale is a (32-bit) float attribute, 0.15 rounded.
+  for (const Case& c : {Case{"double", 2, 2, false, 1e-7}, Case{"double", 4, 2, true, 1e-7},
                         Case{"float", 2, 2, false, 1e-5}, Case{"float", 4, 1, false, 1e-5}}) {
     SCOPED_TRACE(str_cat(c.type, " h=", c.h, " hk=", c.hk, c.additive ? " additive" : " fill"));
     const std::string text = attention_model(c.type, c.h, c.hk, c.additive);
@@ -140,17 +142,24 @@ TEST(FusedAttention, GptTrainsToTheSameLosses) {
   for (int i = 0; i < 20; ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5) << "step " << i;
 }
 
+// The backward graph keeps Q, K, V, Y and the [.., S] LSE instead of the [.., S, T] scores and
+// probabilities: the activation peak drops (gpt_large at b=16: see docs/ops.md).
 TEST(FusedAttention, LowersTheActivationPeak) {
   int64_t peak[2];
   for (bool fuse : {false, true}) {
-    auto g = import_onnx_file(model_file("gpt/gpt.onnx"));
-    TrainingPipelineOptions o;
-    o.fuse_attention = fuse;
-    run_pipeline(*g, training_pipeline(o));
-    peak[fuse] = compute_graph_stats(*g, {{"N", 16}}).activation_peak_bytes;
+    auto g = import_onnx_text(attention_model("float", 4, 4, false));
+    run_pipeline(*g, "canonicalize");
+    if (fuse) {
+      EXPECT_EQ(fuse_attention(*g).fused, 1);
+    }
+    AutodiffOptions ao;
+    ao.wrt = {"q", "k", "v"};
+    autodiff(*g, ao);
+    peak[fuse] = compute_graph_stats(*g).activation_peak_bytes;
   }
   EXPECT_GT(peak[0], 0);
   EXPECT_LT(peak[1], peak[0]);
+  std::cout << "[activation peak] unfused " << peak[0] << " B, fused " << peak[1] << " B\n";
 }
 
 }  // namespace
