@@ -128,8 +128,7 @@ Value* match_scale(Node* n, Match& m) {
 // Whether Q, Kt and V have the shapes Attention takes ([..., H, S, D], [..., Hk, D, T], [..., Hk, T, Dv]).
 bool operands_fit(const Match& m) {
   const Shape &q = m.q->shape(), &k = m.kt->shape(), &v = m.v->shape();
-  if (!q.rank_known || !k.rank_known || !v.rank_known || q.rank() < 2 || k.rank() != q.rank() ||
-      v.rank() != q.rank())
+  if (!q.rank_known || !k.rank_known || !v.rank_known || q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank())
     return false;
   if (!is_float(m.q->dtype()) || m.kt->dtype() != m.q->dtype() || m.v->dtype() != m.q->dtype()) return false;
   const int64_t r = q.rank();

@@ -103,8 +103,8 @@ void grad_attention(GradContext& c) {
   if (!dy || (!want[0] && !want[1] && !want[2])) return;
   if (!c.output(1)) c.unsupported("Attention without its LSE output cannot be differentiated");
   std::vector<Value*> g =
-      c.emit_some("AttentionGrad", {dy, c.input(0), c.input(1), c.input(2), c.input(3), c.output(0), c.output(1)},
-                  want, c.forward_attrs({"scale", "mask_mode", "fill"}), kOtterDomain);
+      c.emit_some("AttentionGrad", {dy, c.input(0), c.input(1), c.input(2), c.input(3), c.output(0), c.output(1)}, want,
+                  c.forward_attrs({"scale", "mask_mode", "fill"}), kOtterDomain);
   for (int i = 0; i < 3; ++i) c.set_grad_input(i, g[i]);
 }
 

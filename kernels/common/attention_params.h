@@ -22,8 +22,10 @@ struct AttnAttrs {
   double fill = -INFINITY;
   explicit AttnAttrs(const Node& n) : scale(n.attr_f("scale", 1.0f)), fill(n.attr_f("fill", -INFINITY)) {
     const std::string m = n.attr_s("mask_mode", "none");
-    mode = m == "add" ? MaskMode::kAdd : m == "fill_true" ? MaskMode::kFillTrue
-                                       : m == "fill_false" ? MaskMode::kFillFalse : MaskMode::kNone;
+    mode = m == "add"          ? MaskMode::kAdd
+           : m == "fill_true"  ? MaskMode::kFillTrue
+           : m == "fill_false" ? MaskMode::kFillFalse
+                               : MaskMode::kNone;
   }
 };
 
@@ -40,8 +42,7 @@ inline AttnShape attn_shape(const KernelContext& ctx, const Tensor& q, const Ten
   const auto &qd = q.dims(), &kd = kt.dims(), &vd = v.dims();
   const size_t r = qd.size();
   if (r < 2 || kd.size() != r || vd.size() != r)
-    ctx.error("Q, Kt and V must have one rank >= 2, got " + q.describe() + ", " + kt.describe() + ", " +
-              v.describe());
+    ctx.error("Q, Kt and V must have one rank >= 2, got " + q.describe() + ", " + kt.describe() + ", " + v.describe());
   if (kt.dtype() != q.dtype() || v.dtype() != q.dtype())
     ctx.error("Q, Kt and V must have one type, got " + q.describe() + ", " + kt.describe() + ", " + v.describe());
   AttnShape s;

@@ -40,9 +40,9 @@ template <typename T>
 struct MaskView {
   MaskMode mode = MaskMode::kNone;
   T fill = 0;
-  std::vector<T> add;         // kAdd: the mask in T
+  std::vector<T> add;           // kAdd: the mask in T
   const bool* flags = nullptr;  // fill modes
-  std::vector<int64_t> off;   // per bh index
+  std::vector<int64_t> off;     // per bh index
   int64_t ss = 0, st = 0;
 
   bool replaced(int64_t i) const { return flags[i] == (mode == MaskMode::kFillTrue); }
@@ -64,8 +64,10 @@ struct MaskView {
       const int64_t base = o + (q0 + i) * ss + k0 * st;
       for (int64_t j = 0; j < cols; ++j) {
         row[j] *= scale;
-        if (mode == MaskMode::kAdd) row[j] += add[base + j * st];
-        else if (mode != MaskMode::kNone && replaced(base + j * st)) row[j] = fill;
+        if (mode == MaskMode::kAdd)
+          row[j] += add[base + j * st];
+        else if (mode != MaskMode::kNone && replaced(base + j * st))
+          row[j] = fill;
       }
     }
   }
@@ -167,8 +169,8 @@ class AttentionKernel : public Kernel {
       std::vector<T> sc(bl.q * bl.k), acc(bl.q * std::max<int64_t>(s.dv, 1));
 #pragma omp for schedule(dynamic)
       for (int64_t task = 0; task < tasks; ++task)
-        forward_block<T>(s, bl, mv, scale, q.data<T>(), kt.data<T>(), v.data<T>(), task / nqb, (task % nqb) * bl.q,
-                         y, lse, sc, acc);
+        forward_block<T>(s, bl, mv, scale, q.data<T>(), kt.data<T>(), v.data<T>(), task / nqb, (task % nqb) * bl.q, y,
+                         lse, sc, acc);
     }
   }
   AttnAttrs at_;
@@ -184,8 +186,7 @@ struct BackwardArgs {
 // The gradients of one query head against one key block and one query block (see the top).
 template <typename T>
 void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, T scale, const BackwardArgs<T>& a,
-                   int64_t bh, int64_t kv, int64_t q0, int64_t k0, const T* di, std::vector<T>& p,
-                   std::vector<T>& ds) {
+                   int64_t bh, int64_t kv, int64_t q0, int64_t k0, const T* di, std::vector<T>& p, std::vector<T>& ds) {
   const int64_t rows = std::min(bl.q, s.s - q0), cols = std::min(bl.k, s.t - k0), o = mv.off[bh];
   if (mv.dead(o, q0, rows, k0, cols)) return;
   const T* qp = a.q + (bh * s.s + q0) * s.d;
@@ -224,7 +225,8 @@ class AttentionGradKernel : public Kernel {
  private:
   template <typename T>
   T* grad_out(KernelContext& ctx, int i, const Tensor& like, Tensor& spare) {
-    Tensor& t = ctx.has_output(i) ? ctx.allocate_output(i, like.dtype(), like.dims()) : (spare = Tensor(like.dtype(), like.dims()));
+    Tensor& t = ctx.has_output(i) ? ctx.allocate_output(i, like.dtype(), like.dims())
+                                  : (spare = Tensor(like.dtype(), like.dims()));
     std::fill(t.data<T>(), t.data<T>() + t.numel(), T(0));
     return t.data<T>();
   }
@@ -240,8 +242,14 @@ class AttentionGradKernel : public Kernel {
       ctx.error("dY, Y or LSE do not fit Q, Kt and V: " + dy.describe() + ", " + y.describe() + ", " + lse.describe());
     const MaskView<T> mv = mask_view<T>(ctx, at_, s, 4);
     Tensor spare[3];
-    BackwardArgs<T> a{dy.data<T>(), q.data<T>(), kt.data<T>(), v.data<T>(), y.data<T>(), lse.data<T>(),
-                      grad_out<T>(ctx, 0, q, spare[0]), grad_out<T>(ctx, 1, kt, spare[1]),
+    BackwardArgs<T> a{dy.data<T>(),
+                      q.data<T>(),
+                      kt.data<T>(),
+                      v.data<T>(),
+                      y.data<T>(),
+                      lse.data<T>(),
+                      grad_out<T>(ctx, 0, q, spare[0]),
+                      grad_out<T>(ctx, 1, kt, spare[1]),
                       grad_out<T>(ctx, 2, v, spare[2])};
     const Blocks bl(s);
     const int64_t group = s.h / s.hk, tasks = s.lead * s.hk;
@@ -259,7 +267,8 @@ class AttentionGradKernel : public Kernel {
             di[i] = acc;
           }
           for (int64_t k0 = 0; k0 < s.t; k0 += bl.k)
-            for (int64_t q0 = 0; q0 < s.s; q0 += bl.q) backward_pair<T>(s, bl, mv, scale, a, bh, task, q0, k0, di.data(), p, ds);
+            for (int64_t q0 = 0; q0 < s.s; q0 += bl.q)
+              backward_pair<T>(s, bl, mv, scale, a, bh, task, q0, k0, di.data(), p, ds);
         }
       }
     }
@@ -272,7 +281,9 @@ class AttentionGradKernel : public Kernel {
 void register_cpu_attention_kernels(KernelRegistry& r) {
   const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
   r.add({.domain = kOtterDomain, .op_type = "Attention", .dtypes = kFloats, .create = node_kernel<AttentionKernel>()});
-  r.add({.domain = kOtterDomain, .op_type = "AttentionGrad", .dtypes = kFloats,
+  r.add({.domain = kOtterDomain,
+         .op_type = "AttentionGrad",
+         .dtypes = kFloats,
          .create = node_kernel<AttentionGradKernel>()});
 }
 

@@ -27,12 +27,12 @@ struct AttnArgs {
   int64_t h, hk, s, t, d, dv;
   float scale, fill;
   int mode;
-  DataType type;                 // Q, Kt, V, Y, dY
+  DataType type;  // Q, Kt, V, Y, dY
   const void *q, *kt, *v, *y, *dy;
-  const float* lse_in;           // backward
-  const float* mask_add;         // kAdd: the mask in float
-  const bool* mask_flags;        // fill modes
-  const int64_t* mask_off;       // per bh
+  const float* lse_in;      // backward
+  const float* mask_add;    // kAdd: the mask in float
+  const bool* mask_flags;   // fill modes
+  const int64_t* mask_off;  // per bh
   int64_t ss, st;
 };
 
@@ -45,7 +45,8 @@ __device__ void row_scores(const AttnArgs& a, int64_t bh, int64_t i, float* sc, 
   const int64_t q0 = (bh * a.s + i) * a.d, k0 = kv * a.d * a.t;
   for (int64_t j = threadIdx.x; j < a.t; j += blockDim.x) {
     float acc = 0;
-    for (int64_t c = 0; c < a.d; ++c) acc += load_as_float(a.q, a.type, q0 + c) * load_as_float(a.kt, a.type, k0 + c * a.t + j);
+    for (int64_t c = 0; c < a.d; ++c)
+      acc += load_as_float(a.q, a.type, q0 + c) * load_as_float(a.kt, a.type, k0 + c * a.t + j);
     acc *= a.scale;
     bool rep = false;
     if (a.mode != static_cast<int>(MaskMode::kNone)) {
@@ -176,8 +177,9 @@ AttnArgs base_args(const AttnAttrs& at, const AttnShape& s, DataType t) {
 // Shared memory of one block; fails where the keys do not fit.
 size_t shared_bytes(const KernelContext& ctx, const AttnShape& s, bool backward) {
   const size_t bytes = s.t * (backward ? 2 * sizeof(float) + sizeof(bool) : sizeof(float));
-  if (bytes > 48 * 1024) ctx.error(str_cat("the CUDA Attention kernel holds a row of ", s.t, " keys in shared memory (",
-                                          bytes, " bytes > 48 KiB)"));
+  if (bytes > 48 * 1024)
+    ctx.error(str_cat("the CUDA Attention kernel holds a row of ", s.t, " keys in shared memory (", bytes,
+                      " bytes > 48 KiB)"));
   return bytes;
 }
 
@@ -196,8 +198,8 @@ class AttentionKernel : public Kernel {
     float* lse = ctx.has_output(1) ? ctx.allocate_output(1, DataType::kFloat32, s.lse_dims).data<float>() : nullptr;
     const int64_t rows = s.bh() * s.s;
     if (rows == 0) return;
-    attention_forward_kernel<<<blocks_for(rows), kBlock, shared_bytes(ctx, s, false), stream_of(ctx)>>>(a, rows, y.raw(),
-                                                                                                       lse);
+    attention_forward_kernel<<<blocks_for(rows), kBlock, shared_bytes(ctx, s, false), stream_of(ctx)>>>(a, rows,
+                                                                                                        y.raw(), lse);
     OTTER_CUDA_LAUNCH_CHECK();
   }
 

@@ -26,16 +26,16 @@ namespace {
 std::string attention_model(const char* type, int64_t h, int64_t hk, bool additive) {
   const int64_t s = 130, d = 40;
   std::string mask = additive ? "am = Where(cmask, ninf, zero)\n  z = Add(x, am)\n" : "z = Where(cmask, ninf, x)\n";
-  return str_cat("<ir_version: 8, opset_import: [\"\" : 17]>\nattn (", type, "[2, ", h, ", ", s, ", ", d, "] q, ",
-                 type, "[2, ", hk, ", ", s, ", ", d, "] k, ", type, "[2, ", hk, ", ", s, ", ", d, "] v, ", type,
-                 "[2, ", h, ", ", s, ", ", d, "] r, bool[", s, ", ", s, "] cmask) => (", type, " loss)\n",
-                 "  <int64[1] ax2 = {2}, int64[5] rep = {1, 1, ", h / hk, ", 1, 1}, int64[4] heads = {2, ", h, ", ",
-                 s, ", ", d, "}>\n{\n  scale = Constant<value = ", type, " {0.15}>()\n  zero = Constant<value = ",
-                 type, " {0.0}>()\n  ninf = Log(zero)\n",
-                 "  ku = Unsqueeze(k, ax2)\n  ke = Expand(ku, rep)\n  kr = Reshape(ke, heads)\n",
-                 "  vu = Unsqueeze(v, ax2)\n  ve = Expand(vu, rep)\n  vr = Reshape(ve, heads)\n",
-                 "  kt = Transpose<perm = [0, 1, 3, 2]>(kr)\n  sc = MatMul(q, kt)\n  x = Mul(sc, scale)\n  ", mask,
-                 "  p = Softmax<axis = -1>(z)\n  y = MatMul(p, vr)\n  yr = Mul(y, r)\n  loss = ReduceSum<keepdims = 0>(yr)\n}\n");
+  return str_cat(
+      "<ir_version: 8, opset_import: [\"\" : 17]>\nattn (", type, "[2, ", h, ", ", s, ", ", d, "] q, ", type, "[2, ",
+      hk, ", ", s, ", ", d, "] k, ", type, "[2, ", hk, ", ", s, ", ", d, "] v, ", type, "[2, ", h, ", ", s, ", ", d,
+      "] r, bool[", s, ", ", s, "] cmask) => (", type, " loss)\n", "  <int64[1] ax2 = {2}, int64[5] rep = {1, 1, ",
+      h / hk, ", 1, 1}, int64[4] heads = {2, ", h, ", ", s, ", ", d, "}>\n{\n  scale = Constant<value = ", type,
+      " {0.15}>()\n  zero = Constant<value = ", type, " {0.0}>()\n  ninf = Log(zero)\n",
+      "  ku = Unsqueeze(k, ax2)\n  ke = Expand(ku, rep)\n  kr = Reshape(ke, heads)\n",
+      "  vu = Unsqueeze(v, ax2)\n  ve = Expand(vu, rep)\n  vr = Reshape(ve, heads)\n",
+      "  kt = Transpose<perm = [0, 1, 3, 2]>(kr)\n  sc = MatMul(q, kt)\n  x = Mul(sc, scale)\n  ", mask,
+      "  p = Softmax<axis = -1>(z)\n  y = MatMul(p, vr)\n  yr = Mul(y, r)\n  loss = ReduceSum<keepdims = 0>(yr)\n}\n");
 }
 
 Tensor random_tensor(DataType t, std::vector<int64_t> dims, std::mt19937_64& rng) {
@@ -99,8 +99,8 @@ TEST(FusedAttention, MatchesUnfusedGraph) {
       ASSERT_EQ(f.dims(), t.dims()) << name;
       double worst = 0;
       for (int64_t i = 0; i < t.numel(); ++i)
-        worst = std::max(worst, std::abs(f.get_as_double(i) - t.get_as_double(i)) /
-                                    std::max(1.0, std::abs(t.get_as_double(i))));
+        worst = std::max(
+            worst, std::abs(f.get_as_double(i) - t.get_as_double(i)) / std::max(1.0, std::abs(t.get_as_double(i))));
       EXPECT_LE(worst, c.tol) << name;
     }
   }
