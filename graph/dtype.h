@@ -19,10 +19,16 @@ enum class DataType : uint8_t {
   kInt8,
   kUInt8,
   kBool,
+  // The wider integer types ONNX allows in some ops (Max, Min, Mod, BitShift, Cast, data movement):
+  // kernels that take them say so in their type lists.
+  kInt16,
+  kUInt16,
+  kUInt32,
+  kUInt64,
 };
 
 size_t dtype_size(DataType t);
-// Short name used by the printer: f32 f64 f16 bf16 i64 i32 i8 u8 bool.
+// Short name used by the printer: f32 f64 f16 bf16 i64 i32 i8 u8 bool i16 u16 u32 u64.
 std::string_view dtype_name(DataType t);
 // Parses a short name (as printed) or a long one ("float32", "float16", "bfloat16", ...).
 DataType dtype_from_name(std::string_view s);
@@ -49,5 +55,9 @@ template <> struct DataTypeOf<int32_t> { static constexpr DataType value = DataT
 template <> struct DataTypeOf<int8_t> { static constexpr DataType value = DataType::kInt8; };
 template <> struct DataTypeOf<uint8_t> { static constexpr DataType value = DataType::kUInt8; };
 template <> struct DataTypeOf<bool> { static constexpr DataType value = DataType::kBool; };
+template <> struct DataTypeOf<int16_t> { static constexpr DataType value = DataType::kInt16; };
+template <> struct DataTypeOf<uint16_t> { static constexpr DataType value = DataType::kUInt16; };
+template <> struct DataTypeOf<uint32_t> { static constexpr DataType value = DataType::kUInt32; };
+template <> struct DataTypeOf<uint64_t> { static constexpr DataType value = DataType::kUInt64; };
 
 }  // namespace otter

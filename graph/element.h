@@ -22,6 +22,10 @@ OTTER_HD double element_as_double(const void* p, DataType t, int64_t i) {
     case DataType::kInt8: return static_cast<const int8_t*>(p)[i];
     case DataType::kUInt8: return static_cast<const uint8_t*>(p)[i];
     case DataType::kBool: return static_cast<const uint8_t*>(p)[i] ? 1.0 : 0.0;
+    case DataType::kInt16: return static_cast<const int16_t*>(p)[i];
+    case DataType::kUInt16: return static_cast<const uint16_t*>(p)[i];
+    case DataType::kUInt32: return static_cast<const uint32_t*>(p)[i];
+    case DataType::kUInt64: return static_cast<double>(static_cast<const uint64_t*>(p)[i]);
     case DataType::kUndefined: break;
   }
   return 0.0;

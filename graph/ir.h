@@ -270,6 +270,7 @@ class Graph {
   // ---- model-level metadata -------------------------------------------------------------------
   std::string name = "main";
   std::map<std::string, int> opset_imports;  // domain -> version ("" is ai.onnx)
+  int upgraded_from_opset = 0;  // the model's ai.onnx opset before import upgraded it (0: not upgraded)
   std::map<std::string, std::string> metadata;
   int64_t ir_version = 8;
   std::string producer_name, producer_version, doc_string;

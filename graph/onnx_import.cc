@@ -389,7 +389,11 @@ std::unique_ptr<Graph> import_model_unchecked(const onnx::ModelProto& m, const s
 std::unique_ptr<Graph> import_model(const onnx::ModelProto& m, const std::string& base_dir,
                                     const ImportOptions& opts, const std::string& what) {
   try {
-    return import_model_unchecked(m, base_dir, opts, what);
+    std::optional<onnx::ModelProto> upgraded = upgrade_opset(m, what);
+    if (!upgraded) return import_model_unchecked(m, base_dir, opts, what);
+    std::unique_ptr<Graph> g = import_model_unchecked(*upgraded, base_dir, opts, what);
+    g->upgraded_from_opset = default_domain_opset(m);
+    return g;
   } catch (const Error& e) {
     std::string msg = e.what();
     if (msg.rfind(what, 0) == 0) throw;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,11 @@ constexpr const char* kOwnKeys[] = {kStateKey,     kStateUpdatesKey, kFrozenKey,
 constexpr int kDefaultExportOpset = 17;
 
 std::string normalize_domain(const std::string& d);
+// The model's default-domain opset (0 when it imports none).
+int default_domain_opset(const onnx::ModelProto& m);
+// A model of default-domain opset 1..12 upgraded to otter's lowest opset by ONNX's version
+// converter (graph/onnx_upgrade.cc); nullopt when the model needs no upgrade.
+std::optional<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& m, const std::string& what);
 std::string domain_label(const std::string& d);
 // The smallest IR version that may carry a default-domain opset (ONNX's versioning table).
 int64_t ir_version_for_opset(int opset);

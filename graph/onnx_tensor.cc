@@ -116,6 +116,9 @@ std::pair<int64_t, const char*> typed_field_size(const onnx::TensorProto& p, Dat
       return {p.double_data_size(), "double_data"};
     case DataType::kInt64:
       return {p.int64_data_size(), "int64_data"};
+    case DataType::kUInt32:
+    case DataType::kUInt64:
+      return {p.uint64_data_size(), "uint64_data"};
     default:
       return {p.int32_data_size(), "int32_data"};
   }
@@ -151,6 +154,18 @@ void copy_typed_fields(const onnx::TensorProto& p, Tensor& t) {
     case DataType::kBool:
       copy_typed<uint8_t>(p.int32_data(), t, [](int32_t v) { return uint8_t{v != 0}; });
       break;
+    case DataType::kInt16:
+      copy_typed<int16_t>(p.int32_data(), t, [](int32_t v) { return static_cast<int16_t>(v); });
+      break;
+    case DataType::kUInt16:
+      copy_typed<uint16_t>(p.int32_data(), t, [](int32_t v) { return static_cast<uint16_t>(v); });
+      break;
+    case DataType::kUInt32:
+      copy_typed<uint32_t>(p.uint64_data(), t, [](uint64_t v) { return static_cast<uint32_t>(v); });
+      break;
+    case DataType::kUInt64:
+      copy_typed<uint64_t>(p.uint64_data(), t, [](uint64_t v) { return v; });
+      break;
     case DataType::kFloat16:
     case DataType::kBFloat16:
       // The 16 bits of each element, held in the low half of an int32 (ONNX's packing).
@@ -167,7 +182,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& what, co
   DataType dt = dtype_from_onnx(p.data_type());
   if (dt == DataType::kUndefined)
     fail(what, ": unsupported tensor data type ", onnx_dtype_name(p.data_type()),
-         " (otter supports FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32, INT8, UINT8, BOOL)");
+         " (otter supports FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT64, INT32, INT16, INT8, UINT64, UINT32, UINT16, UINT8, BOOL)");
   OTTER_CHECK(!p.has_segment(), what, ": segmented tensors are not supported");
   uint64_t nbytes = 0;
   std::vector<int64_t> dims = tensor_dims(p, dt, what, nbytes);

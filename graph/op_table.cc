@@ -63,6 +63,8 @@ void InferContext::set_output_sym_data(int i, std::vector<Dim> d) {
 
 void InferContext::error(const std::string& msg) const { fail(node_.describe(), ": ", msg); }
 
+void register_select_ops(OpTable& t);  // graph/ops/select.cc
+
 OpTable& OpTable::instance() {
   static OpTable* table = [] {
     auto* t = new OpTable();
@@ -73,6 +75,11 @@ OpTable& OpTable::instance() {
     register_internal_ops(*t);
     register_math_ops(*t);
     register_scan_ops(*t);
+    register_integer_ops(*t);
+    register_indexing_ops(*t);
+    register_normalization_ops(*t);
+    register_resize_ops(*t);
+    register_select_ops(*t);
     return t;
   }();
   return *table;

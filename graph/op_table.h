@@ -117,6 +117,10 @@ void register_reduce_ops(OpTable& t);
 void register_internal_ops(OpTable& t);
 void register_math_ops(OpTable& t);  // graph/ops/math.cc
 void register_scan_ops(OpTable& t);  // graph/ops/scan.cc
+void register_integer_ops(OpTable& t);  // graph/ops/integer.cc
+void register_indexing_ops(OpTable& t);  // graph/ops/indexing.cc
+void register_normalization_ops(OpTable& t);  // graph/ops/normalization.cc
+void register_resize_ops(OpTable& t);  // graph/ops/resize.cc
 
 // Runs shape/type inference for one node; fails with the node's name when the op is unknown.
 void infer_node(Node& n);

@@ -54,6 +54,7 @@ void print_graph(const Graph& g, std::ostream& os, const PrintOptions& opts) {
   bool first = true;
   for (const auto& [d, v] : g.opset_imports) {
     os << (first ? "" : ", ") << (d.empty() ? "ai.onnx" : d) << " " << v;
+    if (d.empty() && g.upgraded_from_opset) os << " upgraded from " << g.upgraded_from_opset;
     first = false;
   }
   os << ") {\n";

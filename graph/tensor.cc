@@ -129,6 +129,10 @@ std::vector<int64_t> Tensor::to_int64_vector() const {
       case DataType::kInt8: out[i] = static_cast<const int8_t*>(p)[i]; break;
       case DataType::kUInt8: out[i] = static_cast<const uint8_t*>(p)[i]; break;
       case DataType::kBool: out[i] = static_cast<const uint8_t*>(p)[i] != 0; break;
+      case DataType::kInt16: out[i] = static_cast<const int16_t*>(p)[i]; break;
+      case DataType::kUInt16: out[i] = static_cast<const uint16_t*>(p)[i]; break;
+      case DataType::kUInt32: out[i] = static_cast<const uint32_t*>(p)[i]; break;
+      case DataType::kUInt64: out[i] = static_cast<int64_t>(static_cast<const uint64_t*>(p)[i]); break;
       default: fail("expected an integer tensor, got ", describe());
     }
   }

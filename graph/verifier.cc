@@ -10,6 +10,36 @@
 
 namespace otter {
 
+namespace {
+
+// Re-infers node n's outputs into scratch copies of the declared types and reports differences;
+// the declared types are restored.
+void recheck_types(const Node& n, const OpDef& def, std::vector<std::string>& problems) {
+  auto bad = [&](auto&&... parts) { problems.push_back(str_cat(parts...)); };
+  std::vector<std::pair<DataType, Shape>> saved;
+  for (Value* o : n.outputs()) saved.emplace_back(o ? o->dtype() : DataType::kUndefined, o ? o->shape() : Shape());
+  try {
+    InferContext ctx(const_cast<Node&>(n));
+    def.infer(ctx);
+    for (int i = 0; i < n.num_outputs(); ++i) {
+      Value* o = n.output(i);
+      if (!o) continue;
+      if (o->dtype() != saved[i].first || !(o->shape() == saved[i].second))
+        bad(n.describe(), ": output '", o->name(), "' is declared ", dtype_name(saved[i].first),
+            saved[i].second.to_string(), " but inference gives ", o->type_string());
+    }
+  } catch (const Error& e) {
+    bad(e.what());
+  }
+  for (int i = 0; i < n.num_outputs(); ++i)
+    if (Value* o = n.output(i)) {
+      o->set_dtype(saved[i].first);
+      o->set_shape(saved[i].second);
+    }
+}
+
+}  // namespace
+
 std::vector<std::string> verify_graph(const Graph& g, const VerifyOptions& opts) {
   std::vector<std::string> problems;
   auto bad = [&](auto&&... parts) { problems.push_back(str_cat(parts...)); };
@@ -61,29 +91,7 @@ std::vector<std::string> verify_graph(const Graph& g, const VerifyOptions& opts)
       bad(n.describe(), ": unknown op at opset ", n.opset());
       continue;
     }
-    if (opts.check_types && def->infer) {
-      // Re-infer into scratch copies of the declared types, then compare.
-      std::vector<std::pair<DataType, Shape>> saved;
-      for (Value* o : n.outputs()) saved.emplace_back(o ? o->dtype() : DataType::kUndefined, o ? o->shape() : Shape());
-      try {
-        InferContext ctx(const_cast<Node&>(n));
-        def->infer(ctx);
-        for (int i = 0; i < n.num_outputs(); ++i) {
-          Value* o = n.output(i);
-          if (!o) continue;
-          if (o->dtype() != saved[i].first || !(o->shape() == saved[i].second))
-            bad(n.describe(), ": output '", o->name(), "' is declared ", dtype_name(saved[i].first),
-                saved[i].second.to_string(), " but inference gives ", o->type_string());
-        }
-      } catch (const Error& e) {
-        bad(e.what());
-      }
-      for (int i = 0; i < n.num_outputs(); ++i)
-        if (Value* o = n.output(i)) {
-          o->set_dtype(saved[i].first);
-          o->set_shape(saved[i].second);
-        }
-    }
+    if (opts.check_types && def->infer) recheck_types(n, *def, problems);
   }
   for (const Value* o : g.outputs()) {
     if (!o) bad("graph output is null");

@@ -112,15 +112,20 @@ def run(name):
           (f", updated state of {len(batchnorms)} BatchNorm(s)" if batchnorms else ""))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_each_model(doc, run_one):
+    """The command line of the reference scripts: run_one(name) for each model of --only."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--only", default=",".join(export_models.DEFAULT_MODELS),
                         help=f"comma-separated subset of {','.join(export_models.MODELS)}")
     args = parser.parse_args()
     for name in args.only.split(","):
         if name not in export_models.MODELS:
             parser.error(f"unknown model '{name}'")
-        run(name)
+        run_one(name)
+
+
+def main():
+    run_each_model(__doc__, run)
 
 
 if __name__ == "__main__":

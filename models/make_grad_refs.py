@@ -30,7 +30,6 @@ Run: /usr/bin/python3 models/make_grad_refs.py [--only mlp,cnn,gpt,resnet18]
 (default mlp, cnn, gpt; resnet18 needs `export_models.py --only resnet18` first).
 """
 
-import argparse
 import os
 import sys
 
@@ -105,14 +104,7 @@ def run(name):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=",".join(export_models.DEFAULT_MODELS),
-                        help=f"comma-separated subset of {','.join(export_models.MODELS)}")
-    args = parser.parse_args()
-    for name in args.only.split(","):
-        if name not in export_models.MODELS:
-            parser.error(f"unknown model '{name}'")
-        run(name)
+    make_forward_refs.run_each_model(__doc__, run)
 
 
 if __name__ == "__main__":

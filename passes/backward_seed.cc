@@ -1,6 +1,8 @@
 // The backward seed S/K (see backward_seed.h).
 #include "passes/backward_seed.h"
 
+#include "passes/all_reduce.h"
+
 #include "graph/error.h"
 #include "graph/op_table.h"
 
@@ -43,7 +45,8 @@ void make_scaled_seed(Graph& g, Value* seed, Value* scale, int64_t k, const std:
 void update_backward_seed(Graph& g, const std::string& pass) {
   Value* seed = g.loss_seed;
   OTTER_CHECK(seed, pass, ": the graph has no backward seed (run autodiff first)");
-  const int64_t k = g.training_facts().accumulation_steps;
+  // K micro-batches on each of N data-parallel ranks (passes/all_reduce.h), whose AllReduce sums.
+  const int64_t k = g.training_facts().accumulation_steps * data_parallel_ranks(g);
   Node* scaled = seed->producer();
   if (scaled) {
     OTTER_CHECK(scaled->domain() == kOtterDomain && scaled->op_type() == "ScaleSeed" && g.loss_scale, pass,

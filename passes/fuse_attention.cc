@@ -1,6 +1,7 @@
 // fuse-attention pass (see fuse_attention.h).
 #include "passes/fuse_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -13,6 +14,7 @@ namespace otter {
 const OptionTable<FuseAttentionOptions>& FuseAttentionOptions::table() {
   using S = FuseAttentionOptions;
   static const OptionTable<S> t{
+      option("enabled", &S::enabled, "fuse (false: leave the graph as it is)"),
       option("gqa", &S::gqa, "read K and V expanded from fewer heads (repeat_kv) unexpanded"),
   };
   return t;
@@ -56,7 +58,23 @@ struct Match {
   Value *q = nullptr, *kt = nullptr, *v = nullptr, *mask_value = nullptr;
   double scale_value = 1, fill = -INFINITY;
   std::string mask_mode = "none";
+  std::vector<Node*> casts;  // identity Casts looked through
 };
+
+// A Cast to its input's own type (exports keep `.to(dtype)` calls that are identities in fp32).
+bool is_identity_cast(const Node* n) {
+  return is_op(n, "Cast") && n->output(0) && n->input(0)->dtype() == n->output(0)->dtype();
+}
+
+// single_use_producer(v), looking through identity Casts (recorded in `casts` when given).
+Node* producer(const Value* v, std::vector<Node*>* casts = nullptr) {
+  Node* p = single_use_producer(v);
+  while (is_identity_cast(p)) {
+    if (casts) casts->push_back(p);
+    p = single_use_producer(p->input(0));
+  }
+  return p;
+}
 
 // Dropout that returns its input unchanged: no training_mode, or a constant false one, or ratio 0.
 bool dropout_is_identity(const Node& d) {
@@ -93,7 +111,7 @@ Value* match_mask(Node* n, Match& m) {
   if (is_op(n, "Add")) {
     for (int x : {0, 1}) {
       Value* mask = n->input(1 - x);
-      Node* p = single_use_producer(n->input(x));
+      Node* p = producer(n->input(x));
       if (!is_float(mask->dtype()) || depends_on_parameter(mask) || !p) continue;
       if (!is_op(p, "MatMul") && !is_op(p, "Mul") && !is_op(p, "Div")) continue;
       m.mask = n;
@@ -149,28 +167,20 @@ bool match(Node* out, Match& m, bool* dropout_drops) {
   if (!is_op(out, "MatMul")) return false;
   m.out = out;
   m.v = out->input(1);
-  Node* n = single_use_producer(out->input(0));
+  Node* n = producer(out->input(0), &m.casts);
   if (is_op(n, "Dropout")) {
     if (!dropout_is_identity(*n)) {
-      Node* s = single_use_producer(n->input(0));
-      *dropout_drops = is_op(s, "Softmax");
+      *dropout_drops = is_op(producer(n->input(0)), "Softmax");
       return false;
     }
     m.dropout = n;
-    n = single_use_producer(n->input(0));
+    n = producer(n->input(0), &m.casts);
   }
   if (!is_op(n, "Softmax") || !softmax_on_last_axis(*n)) return false;
   m.softmax = n;
-  Value* x = n->input(0);
-  n = single_use_producer(x);
-  if (Value* inner = match_mask(n, m)) {
-    x = inner;
-    n = single_use_producer(x);
-  }
-  if (Value* inner = match_scale(n, m)) {
-    x = inner;
-    n = single_use_producer(x);
-  }
+  n = producer(n->input(0), &m.casts);
+  if (Value* inner = match_mask(n, m)) n = producer(inner, &m.casts);
+  if (Value* inner = match_scale(n, m)) n = producer(inner, &m.casts);
   if (!is_op(n, "MatMul")) return false;
   m.scores = n;
   m.q = n->input(0);
@@ -238,14 +248,25 @@ void replace(Graph& g, const Match& m) {
   }
   infer_node(*a);
   g.replace_all_uses(y, a->output(0));
-  for (Node* n : {m.out, m.dropout, m.softmax, m.mask, m.scale, m.scores})
-    if (n) g.remove_node(n);
+  // Consumer first: each node's outputs are unused when it goes.
+  std::vector<Node*> chain = {m.out, m.dropout, m.softmax, m.mask, m.scale, m.scores};
+  chain.insert(chain.end(), m.casts.begin(), m.casts.end());
+  std::erase(chain, nullptr);
+  const auto unused = [](const Node* n) {
+    return std::none_of(n->outputs().begin(), n->outputs().end(), [](const Value* o) { return o && !o->uses().empty(); });
+  };
+  for (auto it = std::find_if(chain.begin(), chain.end(), unused); it != chain.end();
+       it = std::find_if(chain.begin(), chain.end(), unused)) {
+    g.remove_node(*it);
+    chain.erase(it);
+  }
 }
 
 }  // namespace
 
 FuseAttentionStats fuse_attention(Graph& g, const FuseAttentionOptions& o) {
   FuseAttentionStats st;
+  if (!o.enabled) return st;
   for (Node* n : g.node_list()) {
     Match m;
     bool dropout_drops = false;

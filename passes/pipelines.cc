@@ -60,9 +60,11 @@ LossScaleOptions loss_scale_options(const TrainingPipelineOptions& o) {
 }
 
 std::string gradient_pipeline(const TrainingPipelineOptions& o) {
-  std::string text = "canonicalize";
+  // The head of training_pipeline(): the same parameter selection as a training session.
+  std::string text = pass_text("batchnorm-mode", o.batchnorm) + ",canonicalize";
   if (!o.lora.targets.empty()) text += "," + lora_step(o);
-  if (o.fuse_attention) text += ",fuse-attention";
+  text += ",freeze-unreachable";
+  if (o.fuse_attention.enabled) text += "," + pass_text("fuse-attention", o.fuse_attention);
   if (!o.loss.from_model()) text += "," + pass_text("add-loss", o.loss.add);
   if (o.precision != Precision::kFp32) text += "," + mixed_precision_step(o);
   text += "," + autodiff_step(o);
@@ -74,6 +76,7 @@ std::string gradient_pipeline(const TrainingPipelineOptions& o) {
     fixed.init = scale.init;
     text += "," + pass_text("loss-scale", fixed);
   }
+  if (o.recompute.policy != RecomputePolicy::kNone) text += "," + pass_text("recompute", o.recompute);
   return text;
 }
 
@@ -91,6 +94,8 @@ std::string eval_pipeline(const TrainingPipelineOptions& o) {
 std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegistry& registry) {
   const LossScaleOptions scale = loss_scale_options(o);
   std::vector<std::string> steps;
+  // Running statistics become state (or constants) before canonicalize could fold them.
+  steps.push_back(pass_text("batchnorm-mode", o.batchnorm));
   // Fold constants and shape arithmetic first: every later pass then sees static shapes and no
   // Constant/Identity nodes, and the backward graph is not built for arithmetic that folds away.
   steps.push_back("canonicalize");
@@ -100,10 +105,15 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
     require(registry, "lora", "lora");
     steps.push_back(lora_step(o));
   }
-  // Attention fuses in the forward graph, so autodiff differentiates the fused op
-  // (ai.otter.AttentionGrad recomputes the probabilities instead of keeping them) and mixed
-  // precision casts it as one GEMM-like op. An optimisation: left out where not registered.
-  if (o.fuse_attention && registry.has("fuse-attention")) steps.push_back("fuse-attention");
+  // Once the adapters are connected, parameters no differentiable path takes to an output freeze.
+  steps.push_back("freeze-unreachable");
+  // Attention fuses in the forward graph: mixed precision casts the fused op as one GEMM-like op,
+  // autodiff differentiates it (ai.otter.AttentionGrad recomputes the probabilities per block
+  // instead of keeping them) and recompute sees one contraction to keep, not a Softmax to redo.
+  // After lora (its targets are the q/k/v projections, which fusion leaves alone) and after
+  // freeze-unreachable (it reads the exported ops). An optimisation: left out where not registered.
+  if (o.fuse_attention.enabled && registry.has("fuse-attention"))
+    steps.push_back(pass_text("fuse-attention", o.fuse_attention));
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
   if (!o.loss.from_model()) steps.push_back(pass_text("add-loss", o.loss.add));
@@ -121,6 +131,12 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
     require(registry, "loss-scale", "loss scale " + enum_name(scale.mode));
     steps.push_back(pass_text("loss-scale", scale));
   }
+  // Recomputation rewrites the backward graph's reads of forward values, before accumulation fuses
+  // the weight-gradient GEMMs (a GEMM reading a recomputed activation fuses the same way).
+  if (o.recompute.policy != RecomputePolicy::kNone) {
+    require(registry, "recompute", "recompute " + enum_name(o.recompute.policy));
+    steps.push_back(pass_text("recompute", o.recompute));
+  }
   // Accumulators replace the gradient outputs (and fuse into weight-gradient GEMMs): after this the
   // micro-step program is complete and the optimizer reads the accumulators only.
   GradAccumulationOptions accumulation;
@@ -129,6 +145,12 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   // The apply program: finite check, unscale (1/S) and clipping, update, step count; it reads the
   // accumulators, so it comes last of the training passes.
   steps.push_back(pass_text("optimizer", o.optimizer));
+  // Data parallelism: the accumulators are averaged across ranks before the apply program reads them,
+  // so the finite check, clipping and the update see the same gradients on every rank.
+  if (o.all_reduce.world > 1) {
+    require(registry, "all-reduce", "data parallelism");
+    steps.push_back(pass_text("all-reduce", o.all_reduce));
+  }
   // Mixed precision: the weights' half copies become state the updates write, once per step.
   if (o.precision != Precision::kFp32) {
     require(registry, "hoist-weight-casts", "precision " + enum_name(o.precision));

@@ -10,11 +10,15 @@
 #include <vector>
 
 #include "passes/add_loss.h"
+#include "passes/batchnorm_mode.h"
+#include "passes/fuse_attention.h"
+#include "passes/all_reduce.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
 #include "passes/mixed_precision.h"
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
+#include "passes/recompute.h"
 
 namespace otter {
 
@@ -40,8 +44,11 @@ struct TrainingPipelineOptions {
   int64_t accum = 1;                           // K: micro-batches per optimizer step (grad-accumulation)
   OptimizerOptions optimizer;
   GlobList freeze;  // parameter name globs that are not trained (autodiff)
+  BatchNormModeOptions batchnorm;  // BatchNorm as model.train() or on frozen statistics (batchnorm-mode)
   LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
-  bool fuse_attention = true;  // fuse-attention before the loss and autodiff (otter-train --fuse-attention)
+  FuseAttentionOptions fuse_attention;  // fused attention (fuse-attention pass): on unless enabled=false
+  RecomputeOptions recompute;  // activation recomputation (recompute pass): on unless policy none
+  AllReduceOptions all_reduce;  // data parallelism (all-reduce pass): on when all_reduce.world > 1
   bool operator==(const TrainingPipelineOptions&) const = default;
 };
 

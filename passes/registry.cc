@@ -1,5 +1,6 @@
 // The one place every built-in pass and named pipeline is registered.
 #include "passes/add_loss.h"
+#include "passes/all_reduce.h"
 #include "passes/autodiff.h"
 #include "passes/canonicalize.h"
 #include "passes/cast_elimination.h"
@@ -7,6 +8,7 @@
 #include "passes/fuse_attention.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
+#include "passes/batchnorm_mode.h"
 #include "passes/hoist_weight_casts.h"
 #include "passes/loss_scale.h"
 #include "passes/memory_plan.h"
@@ -14,6 +16,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
+#include "passes/recompute.h"
 
 namespace otter {
 
@@ -21,14 +24,18 @@ void register_all_passes(PassRegistry& r) {
   // The order in which the training pipeline runs these, and why: passes/pipelines.cc.
   r.add("canonicalize", [] { return std::make_unique<CanonicalizePass>(); });
   r.add("eval-mode", [] { return std::make_unique<EvalModePass>(); });
+  r.add("batchnorm-mode", [] { return std::make_unique<BatchNormModePass>(); });
   r.add("lora", [] { return std::make_unique<LoraPass>(); });
+  r.add("freeze-unreachable", [] { return std::make_unique<FreezeUnreachablePass>(); });
   r.add("fuse-attention", [] { return std::make_unique<FuseAttentionPass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("mixed-precision", [] { return std::make_unique<MixedPrecisionPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });
   r.add("loss-scale", [] { return std::make_unique<LossScalePass>(); });
+  r.add("recompute", [] { return std::make_unique<RecomputePass>(); });
   r.add("grad-accumulation", [] { return std::make_unique<GradAccumulationPass>(); });
   r.add("optimizer", [] { return std::make_unique<OptimizerPass>(); });
+  r.add("all-reduce", [] { return std::make_unique<AllReducePass>(); });
   r.add("hoist-weight-casts", [] { return std::make_unique<HoistWeightCastsPass>(); });
   r.add("cast-elimination", [] { return std::make_unique<CastEliminationPass>(); });
   // Last: it plans the final graph's buffers; any later rewrite would invalidate the plan.

@@ -5,6 +5,7 @@
 
 #include "graph/error.h"
 #include "graph/onnx_io.h"
+#include "graph/op_table.h"
 #include "runtime/constant_eval.h"
 #include "runtime/initial_values.h"
 
@@ -29,10 +30,14 @@ Tensor unscaled(const Tensor& g, double scale, const std::string& param) {
 }  // namespace
 
 GradientEvaluator::GradientEvaluator(const std::string& model_path, const TrainingPipelineOptions& o, Device& device,
-                                     const std::map<std::string, Tensor>& init, const std::string& init_source)
+                                     const GradientSetup& setup)
     : device_(device) {
   graph_ = import_onnx_file(model_path);
-  apply_initial_values(*graph_, init, init_source, o.lora.targets.empty() ? nullptr : &o.lora);
+  const bool lora = !o.lora.targets.empty();
+  apply_initial_values(*graph_, setup.init, setup.init_source, lora ? &o.lora : nullptr);
+  // The parameter selection of TrainingSession::create (runtime/training_session.cc): batchnorm-mode
+  // and freeze-unreachable are the head of gradient_pipeline(), as of the training pipeline.
+  if (setup.batch > 0) pin_batch(*graph_, setup.batch);
   run_pipeline(*graph_, gradient_pipeline(o));
   loss_ = graph_->training_facts().loss;
   ExecutorOptions eo;
@@ -52,7 +57,8 @@ std::vector<std::pair<std::string, Tensor>> GradientEvaluator::run(const std::ma
   out.emplace_back("loss", device_.to_host(outputs.at(loss_)));
   const double scale = graph_->loss_scale ? graph_->loss_scale->data().get_as_double(0) : 1.0;
   for (const auto& [param, grad] : graph_->gradients)
-    out.emplace_back("grad/" + param->name(), unscaled(device_.to_host(outputs.at(grad->name())), scale, param->name()));
+    out.emplace_back("grad/" + param->name(),
+                     unscaled(device_.to_host(outputs.at(grad->name())), scale, param->name()));
   return out;
 }
 

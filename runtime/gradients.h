@@ -1,10 +1,15 @@
 // GradientEvaluator: the loss and every trainable parameter's gradient on one batch, in fp32 and
-// unscaled, as `otter-train grad` writes them: the model goes through the gradient pipeline
-// (passes/pipelines.h: the loss, mixed precision when asked, autodiff with the freeze globs, a fixed
-// loss scale S when scaling is on), runs once, and each gradient is divided by S.
+// unscaled, as `otter-train grad` writes them. The parameter set is a training session's
+// (runtime/training_session.cc, passes/batchnorm_mode.h): BatchNorm running statistics are never
+// trainable, BatchNorm runs in the mode TrainingPipelineOptions::batchnorm asks ("train": batch
+// statistics, as model.train(), the default; "frozen": the exported statistics), and initializers
+// that reach no output are left out (the passes batchnorm-mode and freeze-unreachable).
+// Then the model goes through the gradient pipeline (passes/pipelines.h: the loss, mixed precision
+// when asked, autodiff with the freeze globs, a fixed loss scale S when scaling is on), runs once,
+// and each gradient is divided by S.
 //
 //   TrainingPipelineOptions p;  p.precision = Precision::kFp16;
-//   GradientEvaluator ge("mlp.onnx", p, cpu_device());
+//   GradientEvaluator ge("mlp.onnx", p, cpu_device(), {.batch = 16});
 //   auto arrays = ge.run(batch);   // ("loss", ...), ("grad/fc1.weight", ...), ...
 #pragma once
 
@@ -21,13 +26,19 @@
 
 namespace otter {
 
+// How the evaluator builds its graph besides the pipeline options.
+struct GradientSetup {
+  int64_t batch = 0;                // pins the batch dimension (0: left symbolic; BatchNorm in train mode needs it)
+  // Initial values of initializers by name (runtime/initial_values.h), named `init_source` in errors.
+  std::map<std::string, Tensor> init;
+  std::string init_source = "initial values";
+};
+
 class GradientEvaluator {
  public:
   // `device` must outlive the evaluator.
-  // `init`: initial values of initializers by name (runtime/initial_values.h), named `init_source`
-  // in errors.
   GradientEvaluator(const std::string& model_path, const TrainingPipelineOptions& o, Device& device,
-                    const std::map<std::string, Tensor>& init = {}, const std::string& init_source = "initial values");
+                    const GradientSetup& setup = {});
   ~GradientEvaluator();
   // The graph inputs a batch provides (model inputs and labels).
   std::vector<const Value*> data_inputs() const;

@@ -10,6 +10,7 @@
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
 #include "passes/mixed_precision.h"
+#include "passes/all_reduce.h"
 #include "passes/batchnorm_mode.h"
 #include "runtime/constant_eval.h"
 #include "runtime/initial_values.h"
@@ -138,6 +139,18 @@ EvalResult Evaluator::run(const Dataset& data, int64_t batch, const std::map<std
 
 // ---- TrainingSession -----------------------------------------------------------------------------
 
+std::unique_ptr<Graph> build_training_graph(const std::string& model_path, const TrainingOptions& opts,
+                                            std::string* fingerprint) {
+  std::unique_ptr<Graph> graph = import_onnx_file(model_path);
+  Graph& g = *graph;
+  if (fingerprint) *fingerprint = model_fingerprint(g);
+  const LoraOptions* lora = opts.pipeline.lora.targets.empty() ? nullptr : &opts.pipeline.lora;
+  apply_initial_values(g, opts.init, opts.init_source, lora);
+  pin_batch(g, opts.batch_size);
+  run_pipeline(g, training_pipeline(opts.pipeline));
+  return graph;
+}
+
 std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& model_path, const TrainingOptions& opts) {
   OTTER_CHECK(opts.batch_size > 0, "batch size must be positive, got ", opts.batch_size);
   OTTER_CHECK(opts.eval_batch_size > 0, "evaluation batch size must be positive, got ", opts.eval_batch_size);
@@ -146,22 +159,8 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   s->model_path_ = model_path;
   s->pipeline_ = training_pipeline(opts.pipeline);
   s->device_ = &pick_device(opts.device, s->device_holder_);
-  s->graph_ = import_onnx_file(model_path);
+  s->graph_ = build_training_graph(model_path, opts, &s->fingerprint_);
   Graph& g = *s->graph_;
-  s->fingerprint_ = model_fingerprint(g);
-  const LoraOptions* lora = opts.pipeline.lora.targets.empty() ? nullptr : &opts.pipeline.lora;
-  apply_initial_values(g, opts.init, opts.init_source, lora);
-  pin_batch(g, opts.batch_size);
-  // Parameter selection as PyTorch's: running statistics are state, BatchNorm trains in the mode
-  // asked, and initializers no differentiable path takes to an output are not trained.
-  OTTER_CHECK(opts.batchnorm == "train" || opts.batchnorm == "frozen",
-              "batchnorm mode must be train or frozen, got '", opts.batchnorm, "'");
-  batchnorm_mode(g, opts.batchnorm == "train");
-  // With LoRA every parameter but the adapters is frozen by the lora pass itself; and adapters given
-  // by --init are initializers that nothing reads until the lora pass connects them, so this would
-  // freeze them.
-  if (!lora) freeze_unreachable(g, "");
-  run_pipeline(g, s->pipeline_);
 
   // Persistent tensors move to the device once and stay there; the executors are fed them. On the
   // CPU they are the graph's own buffers (the session owns the graph; no second copy of the
@@ -183,6 +182,7 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   // What the runtime needs of the graph, as the passes recorded it.
   const TrainingFacts facts = g.training_facts();
   s->accum_ = facts.accumulation_steps;
+  s->ranks_ = otter::data_parallel_ranks(g);  // passes/all_reduce.h
   s->loss_name_ = fact_value(g, facts.loss, "loss", "autodiff");
   s->lr_name_ = fact_value(g, facts.learning_rate, "learning rate", "optimizer");
   s->finite_name_ = fact_value(g, facts.finite, "finite flag", "optimizer");
@@ -195,6 +195,7 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   s->micro_ = std::make_unique<Executor>(g, eo);
   eo.program = Program::kApply;
   s->apply_ = std::make_unique<Executor>(g, eo);
+  s->join_data_parallel_job();
   return s;
 }
 
@@ -272,6 +273,7 @@ StepResult TrainingSession::apply() {
   StepResult r;
   for (int64_t k = 0; k < k_steps; ++k) r.loss += metrics[k].get_as_double(0);
   r.loss /= static_cast<double>(k_steps);
+  if (ranks_ > 1) r.loss = mean_over_ranks(r.loss);  // the global batch's mean, as one process reports it
   r.lr = metrics[k_steps].get_as_double(0);
   r.skipped = metrics[k_steps + 1].get_as_double(0) == 0;
   if (!scale_name_.empty()) r.loss_scale = metrics[k_steps + 2].get_as_double(0);
@@ -280,6 +282,7 @@ StepResult TrainingSession::apply() {
 }
 
 EvalResult TrainingSession::evaluate(const Dataset& data) {
+  if (ranks_ > 1) return evaluate_shard(data);
   if (!evaluator_) evaluator_ = std::make_unique<Evaluator>(model_path_, opts_.pipeline.loss, *device_, &opts_.pipeline.lora);
   std::map<std::string, Tensor> weights = state_;
   weights.insert(fixed_.begin(), fixed_.end());  // frozen weights given initial values

@@ -42,9 +42,6 @@ struct TrainingOptions {
   // before the pipeline runs (runtime/initial_values.h); `init_source` names them in errors.
   std::map<std::string, Tensor> init;
   std::string init_source = "initial values";
-  // BatchNorm while training (passes/batchnorm_mode.h), applied to the imported graph before the
-  // pipeline: train (as model.train(), the default) or frozen (the exported statistics).
-  std::string batchnorm = "train";
 };
 
 // What one optimizer step reports.
@@ -88,6 +85,13 @@ class Evaluator {
   std::string labels_;
 };
 
+// The training graph a session runs: the model imported, the batch pinned to b, BatchNorm's mode and
+// the parameter selection applied, the training pipeline run (memory plan included). `fingerprint`
+// (or null) receives the model's fingerprint, as checkpoints record it. The budget planner
+// (runtime/memory_budget.h) plans on exactly this graph.
+std::unique_ptr<Graph> build_training_graph(const std::string& model_path, const TrainingOptions& opts,
+                                            std::string* fingerprint = nullptr);
+
 class TrainingSession {
  public:
   // Imports the model, pins the batch dimension of its inputs to b, runs the training pipeline and
@@ -106,7 +110,9 @@ class TrainingSession {
   void micro_step(const std::map<std::string, Tensor>& micro_batch);
   StepResult apply();
   int64_t pending_micro_steps() const { return static_cast<int64_t>(losses_.size()); }
-  // Loss and accuracy with the current weights and BatchNorm running statistics, in eval mode.
+  // Loss and accuracy with the current weights and BatchNorm running statistics, in eval mode. In a
+  // data-parallel job every rank evaluates its contiguous share of `data` and the sums are reduced,
+  // so every rank returns the metrics of the whole set (runtime/data_parallel.cc).
   EvalResult evaluate(const Dataset& data);
 
   // Checkpoints (runtime/checkpoint.h). `loader` is the data position to resume from.
@@ -132,6 +138,9 @@ class TrainingSession {
   std::vector<const Value*> batch_inputs() const;
   int64_t global_batch() const { return opts_.batch_size * accum_; }
   int64_t accumulation_steps() const { return accum_; }  // K, as the training graph records it
+  // N: ranks of the data-parallel job whose gradients the apply program averages (all-reduce pass;
+  // 1 without). Each rank's train_step then takes its own K*b samples of a global batch of N*K*b.
+  int64_t data_parallel_ranks() const { return ranks_; }
   int64_t steps_taken() const { return step_; }
   // Host copies of the persistent tensors (parameters, moments, counters, running statistics).
   Tensor tensor(const std::string& name) const;
@@ -148,6 +157,11 @@ class TrainingSession {
   void run_program(Executor& ex, const std::map<std::string, Tensor>& inputs,
                    std::map<std::string, Tensor>* results);
   std::map<std::string, Tensor> feeds(const std::map<std::string, Tensor>& inputs) const;
+  // Data parallelism (runtime/data_parallel.cc): checks the job against the graph's N and that every
+  // rank trains the same model with the same flags; the mean of a per-rank value; sharded evaluation.
+  void join_data_parallel_job();
+  double mean_over_ranks(double v) const;
+  EvalResult evaluate_shard(const Dataset& data);
 
   TrainingOptions opts_;
   std::string model_path_, fingerprint_, pipeline_;
@@ -162,6 +176,7 @@ class TrainingSession {
   std::set<std::string> accumulators_;    // not checkpointed: each step rewrites them first
   std::map<std::string, Tensor> fixed_;   // initial values of weights that are not trained
   int64_t accum_ = 1;  // K (TrainingFacts)
+  int64_t ranks_ = 1;  // N (passes/all_reduce.h data_parallel_ranks)
   std::string loss_name_, lr_name_, finite_name_, scale_name_;
   std::vector<Tensor> losses_;  // of the micro-steps taken since the last apply()
   int64_t step_ = 0;

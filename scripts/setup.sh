@@ -32,6 +32,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libopenblas-dev libopenblas0-openmp zlib1g-dev
   llvm-14-tools libonnx-testdata graphviz
+  openmpi-bin libopenmpi-dev
   python3 python3-numpy python3-onnx python3-torch python3-torchvision python3-sklearn
   pybind11-dev python3-dev python3-matplotlib python3-tqdm python3-pytest
 )

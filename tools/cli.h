@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdlib>
+#include <exception>
+#include <iostream>
 #include <map>
 #include <set>
 #include <string>
@@ -108,5 +110,15 @@ class Args {
   std::map<std::string, std::string> values_;
   std::vector<std::string> positional_;
 };
+
+// A tool's main(): runs `run`, turning an escaping exception into "error: ..." on stderr and exit 1.
+inline int guarded_main(int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
 
 }  // namespace otter::cli

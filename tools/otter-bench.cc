@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <optional>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
 #include "tools/cli.h"
+#include "tools/peak_flops.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -114,8 +116,12 @@ struct Result {
   std::string framework, device;
   Timing ms;
   int64_t peak_bytes = 0, peak_rss_bytes = 0;
+  // otter: the micro-step arena (planned activations) and the largest transient allocation on top of
+  // what was live when the timed steps began; activations measured = arena + transient.
+  int64_t arena_bytes = 0, transient_bytes = 0;
   double final_loss = 0;
   std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
+  int64_t flops_per_step = -1;     // otter's FLOP estimate of one optimizer step (-1: unknown)
 };
 
 struct Settings {
@@ -123,7 +129,10 @@ struct Settings {
   std::string precision, optimizer, device;
   double lr;
   bool profile = false;
+  PeakFlops peak;    // the machine's GEMM peak for this precision and thread count (cpu only)
   LoraOptions lora;  // fine-tune adapters when lora.targets is set
+  RecomputePolicy recompute = RecomputePolicy::kNone;
+  bool fuse_attention = true;  // the fuse-attention pass (--fuse-attention on|off)
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -159,6 +168,18 @@ void print_profile(const OpProfile& prof, int64_t steps, double step_ms) {
   }
 }
 
+// FLOPs of one optimizer step from the graph statistics (graph/graph_stats.h): accum micro-steps of
+// forward and backward at the micro-batch, then the apply program; -1 where a part is unknown.
+int64_t step_flops(const Graph& g, const Settings& st) {
+  DimBindings b;
+  for (const Value* v : g.inputs())
+    if (v->shape().rank_known && v->shape().rank() > 0 && v->shape().dims[0].is_symbolic())
+      b[v->shape().dims[0].symbol] = st.batch;
+  GraphStats s = compute_graph_stats(g, b);
+  if (s.forward_flops < 0 || s.backward_flops < 0 || s.apply_flops < 0) return -1;
+  return (s.forward_flops + s.backward_flops) * st.accum + s.apply_flops;
+}
+
 Result bench_otter(const BenchModel& m, const Settings& st, const std::string& data_path) {
   TrainingOptions o;
   o.batch_size = st.batch;
@@ -167,12 +188,15 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.optimizer.type = parse_enum<OptimizerType>(st.optimizer, "optimizer");
   o.pipeline.optimizer.lr = st.lr;
   o.pipeline.lora = st.lora;
+  o.pipeline.recompute.policy = st.recompute;
+  o.pipeline.fuse_attention.enabled = st.fuse_attention;
   o.device = st.device;
   auto session = TrainingSession::create(m.path, o);
   const int64_t per_step = session->global_batch();
   auto data = random_samples(*session, per_step * 4, 1);  // four distinct global batches, cycled
   write_npz(data_path, std::vector<std::pair<std::string, Tensor>>(data.begin(), data.end()));
   reset_host_peak_bytes();
+  const int64_t live_before = host_live_bytes();
   std::vector<double> ms;
   Result r{"otter", session->device().describe()};
   OpProfile::global().enabled = st.profile;
@@ -189,6 +213,30 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   r.peak_bytes = static_cast<int64_t>(session->device().peak_bytes());
   r.peak_rss_bytes = peak_rss_bytes();
   r.plan = compute_graph_stats(session->graph());
+  const auto& plans = session->graph().memory_plans;
+  r.arena_bytes = plans.count(Program::kMicroStep) ? plans.at(Program::kMicroStep).arena_bytes : 0;
+  if (session->device().type() == DeviceType::kCpu) r.transient_bytes = host_peak_bytes() - live_before;
+  r.flops_per_step = step_flops(session->graph(), st);
+  return r;
+}
+
+// Runs a Python benchmark script that prints one JSON object in torch_bench.py's fields.
+Result run_python_bench(const std::string& cmd, const std::string& side) {
+  FILE* p = popen(cmd.c_str(), "r");
+  OTTER_CHECK(p, "otter-bench: cannot start ", cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int rc = pclose(p);
+  OTTER_CHECK(rc == 0, "otter-bench: the ", side, " side failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
+              "): ", cmd);
+  auto j = parse_flat_json(out, side + " output");
+  auto num = [&](const char* k) { return std::stod(j.at(k)); };
+  Result r{j.at("framework"), j.at("device")};
+  r.ms = {num("ms_per_step"), num("ms_min"), num("ms_max")};
+  r.peak_bytes = static_cast<int64_t>(num("peak_bytes"));
+  r.peak_rss_bytes = static_cast<int64_t>(num("peak_rss_bytes"));
+  r.final_loss = num("final_loss");
   return r;
 }
 
@@ -198,22 +246,18 @@ Result bench_torch(const BenchModel& m, const Settings& st, const std::string& d
       << "' --batch " << st.batch << " --accum " << st.accum << " --steps " << st.steps << " --warmup " << st.warmup
       << " --threads " << st.threads << " --optimizer " << st.optimizer << " --lr " << st.lr << " --precision "
       << st.precision << " --device " << st.device;
-  FILE* p = popen(cmd.str().c_str(), "r");
-  OTTER_CHECK(p, "otter-bench: cannot start ", cmd.str());
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = pclose(p);
-  OTTER_CHECK(rc == 0, "otter-bench: the PyTorch side failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
-              "): ", cmd.str());
-  auto j = parse_flat_json(out, "torch_bench.py output");
-  auto num = [&](const char* k) { return std::stod(j.at(k)); };
-  Result r{j.at("framework"), j.at("device")};
-  r.ms = {num("ms_per_step"), num("ms_min"), num("ms_max")};
-  r.peak_bytes = static_cast<int64_t>(num("peak_bytes"));
-  r.peak_rss_bytes = static_cast<int64_t>(num("peak_rss_bytes"));
-  r.final_loss = num("final_loss");
-  return r;
+  return run_python_bench(cmd.str(), "PyTorch");
+}
+
+// ONNX Runtime Training (models/bench/ort_bench.py) from the virtual environment that
+// scripts/ort-venv.sh makes (and prints the python of).
+Result bench_ort(const BenchModel& m, const Settings& st, const std::string& data_path, const std::string& python,
+                 const std::string& root) {
+  std::ostringstream cmd;
+  cmd << "'" << python << "' '" << root << "/models/bench/ort_bench.py' --model " << m.name << " --onnx '" << m.path
+      << "' --data '" << data_path << "' --batch " << st.batch << " --steps " << st.steps << " --warmup "
+      << st.warmup << " --threads " << st.threads << " --lr " << st.lr;
+  return run_python_bench(cmd.str(), "ONNX Runtime");
 }
 
 std::string mib(int64_t bytes) {
@@ -228,12 +272,57 @@ void print_row(const Result& r, bool with_plan = false) {
   if (r.plan && with_plan) print_plan(*r.plan, r.peak_bytes);
 }
 
+// --vs-recompute: the same model without recomputation, and the ratios of the activation peaks
+// (planned: the micro-step arena; measured: arena + transient allocations) and of the step times.
+void print_recompute_comparison(const BenchModel& m, const Settings& st, const std::string& data, const Result& mine) {
+  Settings none = st;
+  none.recompute = RecomputePolicy::kNone;
+  Result base = bench_otter(m, none, data);
+  auto line = [](const char* what, const Result& r) {
+    std::printf("  %-18s %9.2f ms/step (min %.2f, max %.2f)  activations planned %s, measured %s  (peak %s, process "
+                "RSS %s)\n", what, r.ms.median, r.ms.min, r.ms.max, mib(r.arena_bytes).c_str(), mib(r.arena_bytes + r.transient_bytes).c_str(),
+                mib(r.peak_bytes).c_str(), mib(r.peak_rss_bytes).c_str());
+  };
+  line(("recompute " + enum_name(st.recompute)).c_str(), mine);
+  line("recompute none", base);
+  auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  std::printf("  none / %s activation peak: planned %.2fx, measured %.2fx; step time %s / none %.2fx\n",
+              enum_name(st.recompute).c_str(), ratio(base.arena_bytes, mine.arena_bytes),
+              ratio(base.arena_bytes + base.transient_bytes, mine.arena_bytes + mine.transient_bytes),
+              enum_name(st.recompute).c_str(), mine.ms.median / base.ms.median);
+}
+
+// Achieved FLOP/s of a step and its fraction of the peak (NaN where either is unknown).
+std::pair<double, double> achieved(const Result& r, const PeakFlops& peak) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (r.flops_per_step < 0 || r.ms.median <= 0) return {nan, nan};
+  const double rate = static_cast<double>(r.flops_per_step) / (r.ms.median * 1e-3);
+  return {rate, peak.flops > 0 ? rate / peak.flops : nan};
+}
+
+void print_compute(const Result& r, const PeakFlops& peak) {
+  auto [rate, fraction] = achieved(r, peak);
+  if (r.flops_per_step < 0) {
+    std::printf("  compute: FLOPs per step unknown (a size the statistics cannot bind)\n");
+    return;
+  }
+  std::printf("  compute: %.3f GFLOP/step, %.1f GFLOP/s", r.flops_per_step * 1e-9, rate * 1e-9);
+  if (peak.flops > 0)
+    std::printf(", %.1f%% of the peak %.1f GFLOP/s (%s)\n", 100 * fraction, peak.flops * 1e-9, peak.how.c_str());
+  else
+    std::printf("; peak not measured: %s\n", peak.unavailable.c_str());
+}
+
 std::string json_line(const BenchModel& m, const Settings& st, const Result& mine, const Result* torch) {
   JsonObject j;
   j.add("model", m.name).add("device", mine.device).add("precision", st.precision).add("batch", st.batch);
   j.add("accum", st.accum).add("threads", st.threads).add("steps", st.steps).add("optimizer", st.optimizer);
   j.add("ms_per_step", mine.ms.median).add("ms_min", mine.ms.min).add("ms_max", mine.ms.max);
   j.add("peak_bytes", mine.peak_bytes).add("peak_rss_bytes", mine.peak_rss_bytes).add("final_loss", mine.final_loss);
+  auto [rate, fraction] = achieved(mine, st.peak);
+  j.add("flops_per_step", mine.flops_per_step).add("achieved_flops", rate);
+  j.add("peak_flops", st.peak.flops > 0 ? st.peak.flops : std::numeric_limits<double>::quiet_NaN());
+  j.add("peak_fraction", fraction);
   if (torch) {
     j.add("torch", torch->framework).add("torch_ms_per_step", torch->ms.median).add("torch_ms_min", torch->ms.min);
     j.add("torch_ms_max", torch->ms.max).add("torch_peak_bytes", torch->peak_bytes);
@@ -241,6 +330,100 @@ std::string json_line(const BenchModel& m, const Settings& st, const Result& min
     j.add("ratio", mine.ms.median / torch->ms.median);
   }
   return j.str();
+}
+
+// One model: otter (and PyTorch with --vs-torch), printed as text or one JSON line.
+void bench_one(const BenchModel& m, const Settings& st, const cli::Args& args, const std::string& root,
+               const std::string& data) {
+  Result mine = bench_otter(m, st, data);
+  std::optional<Result> theirs;
+  if (args.has("vs-torch")) theirs = bench_torch(m, st, data, root);
+  if (args.has("json")) {
+    std::cout << json_line(m, st, mine, theirs ? &*theirs : nullptr) << std::endl;
+    return;
+  }
+  std::printf("%s (batch %lld, accum %lld, %s, %s, %lld threads)\n", m.name.c_str(), static_cast<long long>(st.batch),
+              static_cast<long long>(st.accum), st.precision.c_str(), st.optimizer.c_str(),
+              static_cast<long long>(st.threads));
+  if (!st.lora.targets.empty()) {
+    TrainingPipelineOptions p;
+    p.lora = st.lora;
+    std::printf("  LoRA: %s\n", lora_step(p).c_str());
+  }
+  print_row(mine, !st.lora.targets.empty());
+  print_compute(mine, st.peak);
+  if (args.has("vs-full")) {
+    Settings full = st;
+    full.lora = LoraOptions();
+    full.precision = "fp32";
+    std::printf("  full fine-tuning, fp32:\n");
+    print_row(bench_otter(m, full, data), true);
+  }
+  if (args.has("vs-recompute")) print_recompute_comparison(m, st, data, mine);
+  if (st.profile) print_profile(OpProfile::global(), st.steps, mine.ms.median);
+  if (theirs) {
+    print_row(*theirs);
+    std::printf("  otter / torch step time: %.2f\n", mine.ms.median / theirs->ms.median);
+  }
+  std::fflush(stdout);
+}
+
+// The python of ONNX Runtime Training's virtual environment (made on first use).
+std::string ort_python(const std::string& root) {
+  const std::string cmd = "'" + root + "/scripts/ort-venv.sh'";
+  FILE* p = popen(cmd.c_str(), "r");
+  OTTER_CHECK(p, "otter-bench: cannot start ", cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  OTTER_CHECK(pclose(p) == 0, "otter-bench: --vs-ort: ", cmd, " could not make ONNX Runtime Training's environment");
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out.substr(out.find_last_of('\n') + 1);
+}
+
+double median_of(std::vector<double> v) { return summarize(std::move(v)).median; }
+
+// --vs-ort: otter, PyTorch eager and ONNX Runtime Training on the same batches, `rounds` alternated
+// rounds per model; each framework's figure is the median over rounds of its median step time.
+void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Args& args, const std::string& root,
+               const fs::path& tmp) {
+  OTTER_CHECK(st.device == "cpu" && st.precision == "fp32" && st.optimizer == "adamw" && st.accum == 1 &&
+                  st.lora.targets.empty(),
+              "otter-bench: --vs-ort compares fp32 AdamW steps on the cpu without --accum or --lora");
+  const int64_t rounds = args.get_int("rounds", 3);
+  OTTER_CHECK(rounds >= 1, "otter-bench: --rounds must be >= 1");
+  const std::string python = ort_python(root);
+  if (!args.has("json"))
+    std::printf("| model | batch | otter ms | PyTorch ms | ORT ms | otter / PyTorch | otter / ORT | otter peak RSS | "
+                "ORT peak RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const BenchModel& m : models) {
+    st.batch = args.get_int("batch", m.batch);
+    const std::string data = (tmp / (m.name + ".npz")).string();
+    std::vector<double> o, t, r;
+    Result mine, torch, ort;
+    for (int64_t i = 0; i < rounds; ++i) {
+      mine = bench_otter(m, st, data);
+      o.push_back(mine.ms.median);
+      torch = bench_torch(m, st, data, root);
+      t.push_back(torch.ms.median);
+      ort = bench_ort(m, st, data, python, root);
+      r.push_back(ort.ms.median);
+    }
+    const double om = median_of(o), tm = median_of(t), rm = median_of(r);
+    if (args.has("json")) {
+      JsonObject j;
+      j.add("model", m.name).add("batch", st.batch).add("threads", st.threads).add("rounds", rounds);
+      j.add("otter_ms", om).add("torch_ms", tm).add("ort_ms", rm).add("ort", ort.framework);
+      j.add("otter_over_torch", om / tm).add("otter_over_ort", om / rm);
+      j.add("otter_peak_rss_bytes", mine.peak_rss_bytes).add("ort_peak_rss_bytes", ort.peak_rss_bytes);
+      std::cout << j.str() << std::endl;
+      continue;
+    }
+    std::printf("| %s | %lld | %.3g | %.3g | %.3g | %.3g | %.3g | %s | %s |\n", m.name.c_str(),
+                static_cast<long long>(st.batch), om, tm, rm, om / tm, om / rm, mib(mine.peak_rss_bytes).c_str(),
+                mib(ort.peak_rss_bytes).c_str());
+    std::fflush(stdout);
+  }
 }
 
 // The benchmark models `want` names ("all", one of kModels, or an ONNX file), checked to exist.
@@ -252,7 +435,8 @@ std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& 
   if (models.empty()) {
     OTTER_CHECK(fs::exists(want), "otter-bench: '", want, "' is neither a file nor a benchmark model (mlp, cnn, gpt, ",
                 "resnet18, gpt_large, all)");
-    OTTER_CHECK(!args.has("vs-torch"), "otter-bench: --vs-torch needs a benchmark model by name");
+    OTTER_CHECK(!args.has("vs-torch") && !args.has("vs-ort"), "otter-bench: --vs-torch and --vs-ort need a benchmark ",
+                "model by name");
     models.push_back({fs::path(want).stem().string(), want, 32});
   }
   for (const BenchModel& m : models)
@@ -261,8 +445,28 @@ std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& 
   return models;
 }
 
-int run(int argc, char** argv) {
-  cli::Args args("otter-bench", {
+// The peak the step rate is compared with: OpenBLAS's bf16 GEMM for --precision bf16 where the CPU
+// and OpenBLAS have one, else its sgemm (fp16 and bf16 steps widen their GEMMs to fp32 without it).
+PeakFlops measure_peak(const Settings& st, int64_t n) {
+  PeakFlops p;
+  OTTER_CHECK(n >= 0, "otter-bench: --peak-size must be >= 0");
+  if (st.device != "cpu") p.unavailable = "the peak is measured for --device cpu only";
+  if (n == 0) p.unavailable = "--peak-size 0";
+  if (!p.unavailable.empty()) return p;
+  if (st.precision == "bf16") {
+    p = measure_bf16_peak(n, 5);
+    if (p.flops > 0) return p;
+    const std::string why = p.unavailable;
+    p = measure_sgemm_peak(n, 5);
+    p.how += ", no bf16 peak: " + why;
+    return p;
+  }
+  return measure_sgemm_peak(n, 5);
+}
+
+// otter-bench's flags.
+std::vector<cli::FlagSpec> bench_flags() {
+  return {
       {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8)", "B"},
       {"accum", true, "micro-batches per optimizer step K (default 1)", "K"},
       {"precision", true, "fp32|fp16|bf16 (default fp32)", "P"},
@@ -273,13 +477,47 @@ int run(int argc, char** argv) {
       {"device", true, "cpu|cuda (default cpu)", "DEV"},
       {"threads", true, "CPU threads for otter and PyTorch (default: OpenMP's)", "T"},
       {"vs-torch", false, "also run PyTorch eager on the same batches and print the ratio"},
+      {"vs-ort", false, "a table of otter, PyTorch eager and ONNX Runtime Training (scripts/ort-venv.sh), medians of "
+       "--rounds alternated rounds"},
+      {"rounds", true, "with --vs-ort: alternated rounds per model (default 3)", "R"},
       {"json", false, "print one JSON object per model (otter, torch, ratio)"},
       {"profile", false, "also time otter's kernels by op type over the timed steps (slower on cuda)"},
       {"lora", true, "fine-tune low-rank adapters only: rank=R,alpha=A,targets=GLOB[;GLOB] (as otter-train --lora)",
        "SPEC"},
       {"vs-full", false, "with --lora: also full fp32 fine-tuning of every parameter, for the memory it needs"},
+      {"recompute", true, "none|cheap|layers: recompute activations in the backward pass (passes/recompute.h)", "P"},
+      {"vs-recompute", false, "with --recompute: also run without recomputation and print the ratios"},
+      {"fuse-attention", true, "on|off (default on): the fuse-attention pass (passes/fuse_attention.h)", "on|off"},
+      {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
       {"help", false, "show this help"},
-  });
+  };
+}
+
+// The run's settings from the flags (every model shares them but the batch).
+Settings read_settings(const cli::Args& args) {
+  Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
+              args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
+              args.get_float("lr", 1e-3)};
+  st.profile = args.has("profile");
+  if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
+  st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
+  const std::string fuse = args.get("fuse-attention", "on");
+  OTTER_CHECK(fuse == "on" || fuse == "off", "otter-bench: --fuse-attention must be on or off, got '", fuse, "'");
+  st.fuse_attention = fuse == "on";
+  OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
+  OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
+              "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");
+  OTTER_CHECK(!args.has("vs-full") || args.has("lora"), "otter-bench: --vs-full compares against --lora; give both");
+  OTTER_CHECK(!args.has("lora") || !args.has("vs-torch"), "otter-bench: --vs-torch has no LoRA counterpart");
+  OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
+              "--warmup >= 0");
+  OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
+  st.peak = measure_peak(st, args.get_int("peak-size", 2048));  // after the checks: it takes a while
+  return st;
+}
+
+int run(int argc, char** argv) {
+  cli::Args args("otter-bench", bench_flags());
   args.parse(argc, argv, 1);
   if (args.has("help") || args.positional().empty()) {
     std::cout << kUsage << args.help();
@@ -294,16 +532,7 @@ int run(int argc, char** argv) {
   openblas_set_num_threads(omp_get_max_threads());
   const std::string root = OTTER_SOURCE_DIR;
   const std::vector<BenchModel> models = models_to_run(args, root);
-  Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
-              args.get("precision", "fp32"), args.get("optimizer", "adamw"), args.get("device", "cpu"),
-              args.get_float("lr", 1e-3)};
-  st.profile = args.has("profile");
-  if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
-  OTTER_CHECK(!args.has("vs-full") || args.has("lora"), "otter-bench: --vs-full compares against --lora; give both");
-  OTTER_CHECK(!args.has("lora") || !args.has("vs-torch"), "otter-bench: --vs-torch has no LoRA counterpart");
-  OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
-              "--warmup >= 0");
-  OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
+  Settings st = read_settings(args);
   const fs::path tmp = fs::temp_directory_path() / ("otter-bench-" + std::to_string(getpid()));
   fs::create_directories(tmp);
   struct RemoveOnExit {  // also when a model fails
@@ -313,49 +542,17 @@ int run(int argc, char** argv) {
       fs::remove_all(dir, ec);
     }
   } cleanup{tmp};
+  if (args.has("vs-ort")) {
+    three_way(models, st, args, root, tmp);
+    return 0;
+  }
   for (const BenchModel& m : models) {
     st.batch = args.get_int("batch", m.batch);
-    const std::string data = (tmp / (m.name + ".npz")).string();
-    Result mine = bench_otter(m, st, data);
-    std::optional<Result> theirs;
-    if (args.has("vs-torch")) theirs = bench_torch(m, st, data, root);
-    if (args.has("json")) {
-      std::cout << json_line(m, st, mine, theirs ? &*theirs : nullptr) << std::endl;
-      continue;
-    }
-    std::printf("%s (batch %lld, accum %lld, %s, %s, %lld threads)\n", m.name.c_str(), static_cast<long long>(st.batch),
-                static_cast<long long>(st.accum), st.precision.c_str(), st.optimizer.c_str(),
-                static_cast<long long>(st.threads));
-    if (!st.lora.targets.empty()) {
-      TrainingPipelineOptions p;
-      p.lora = st.lora;
-      std::printf("  LoRA: %s\n", lora_step(p).c_str());
-    }
-    print_row(mine, !st.lora.targets.empty());
-    if (args.has("vs-full")) {
-      Settings full = st;
-      full.lora = LoraOptions();
-      full.precision = "fp32";
-      std::printf("  full fine-tuning, fp32:\n");
-      print_row(bench_otter(m, full, data), true);
-    }
-    if (st.profile) print_profile(OpProfile::global(), st.steps, mine.ms.median);
-    if (theirs) {
-      print_row(*theirs);
-      std::printf("  otter / torch step time: %.2f\n", mine.ms.median / theirs->ms.median);
-    }
-    std::fflush(stdout);
+    bench_one(m, st, args, root, (tmp / (m.name + ".npz")).string());
   }
   return 0;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return otter::cli::guarded_main(run, argc, argv); }

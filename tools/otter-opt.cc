@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "graph/export_check.h"
 #include "graph/graph_stats.h"
 #include "graph/json_writer.h"
 #include "graph/onnx_io.h"
@@ -185,6 +186,8 @@ PrintSelection checked_selection(const cli::Args& args, const PassManager& pm, G
 // Reads the model, runs the pipeline with the instruments asked for, and writes the results.
 int transform(const cli::Args& args, const PrintSelection& sel, GraphFormat gf, PassManager& pm) {
   auto g = import_onnx_file(args.positional()[0]);
+  const std::string warning = folded_batchnorm_warning(*g);
+  if (!warning.empty()) std::cerr << "warning: " << args.positional()[0] << ": " << warning << "\n";
   // As otter-train does before its pipeline: static shapes, so shape chains fold and memory-plan
   // places every activation.
   if (args.has("batch")) pin_batch(*g, args.get_int("batch", 0));
@@ -248,11 +251,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return otter::cli::guarded_main(run, argc, argv); }

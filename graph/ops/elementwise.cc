@@ -48,13 +48,7 @@ void propagate_sym(InferContext& ctx, const std::vector<int>& ins, F f) {
 }
 
 // ---- unary --------------------------------------------------------------------------------------
-InferFn unary(Types allowed) {
-  return [allowed](InferContext& ctx) {
-    infer::check_arity(ctx, 1, 1);
-    infer::check_type(ctx, 0, allowed);
-    ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0));
-  };
-}
+using infer::unary;
 
 void infer_neg(InferContext& ctx) {
   unary(Types::kSignedNumeric)(ctx);

@@ -126,7 +126,8 @@ static bool type_in(DataType t, Types allowed) {
     case Types::kAny: return true;
     case Types::kFloat: return is_float(t);
     case Types::kSignedNumeric:
-      return is_float(t) || t == DataType::kInt64 || t == DataType::kInt32 || t == DataType::kInt8;
+      return is_float(t) || t == DataType::kInt64 || t == DataType::kInt32 || t == DataType::kInt8 ||
+             t == DataType::kInt16;
     case Types::kNumeric: return is_float(t) || is_integer(t);
     case Types::kInteger: return is_integer(t);
     case Types::kIndex: return t == DataType::kInt64 || t == DataType::kInt32;
@@ -316,6 +317,14 @@ void check_scalar(InferContext& ctx, int i, const char* what) {
   const Shape& s = ctx.in_shape(i);
   if (s.rank_known && s.is_static() && s.numel() != 1)
     ctx.error(str_cat(input_desc(ctx, i), " (", what, ") must be a scalar, got shape ", s.to_string()));
+}
+
+InferFn unary(Types allowed) {
+  return [allowed](InferContext& ctx) {
+    check_arity(ctx, 1, 1);
+    check_type(ctx, 0, allowed);
+    ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0));
+  };
 }
 
 void check_dims_match(InferContext& ctx, const Dim& a, const Dim& b, const std::string& what) {

@@ -58,6 +58,8 @@ void check_type(InferContext& ctx, int i, Types allowed);
 // Fail unless input i (when present and its rank known) is 1-D / holds one element; `what` names it.
 void check_1d(InferContext& ctx, int i, const char* what);
 void check_scalar(InferContext& ctx, int i, const char* what);
+// Inference of a unary op whose output has its input's dtype and shape; the input's dtype in `allowed`.
+InferFn unary(Types allowed);
 // A static dim pair that disagrees is an error; symbols are trusted to agree.
 void check_dims_match(InferContext& ctx, const Dim& a, const Dim& b, const std::string& what);
 // Dim i of s; an unknown dim where the rank is unknown or i is out of range.
@@ -93,6 +95,9 @@ void set_sym(InferContext& ctx, int i, std::vector<Dim> d);
 constexpr size_t kMaxSymData = 64;
 
 // ---- registration ---------------------------------------------------------------------------------
+// In the op families' register functions, since-versions are those of the ONNX schema in force at
+// opset 13; the later versions noted there only widen types or add attributes that inference reads
+// where present.
 // Registers an op of the default (ONNX) domain over opsets [since, until]: the one registration
 // helper of the op families (graph/ops/*.cc, which bring it in with `using infer::add;`).
 void add(OpTable& t, const char* op, int since, int until, InferFn f, PrecisionClass p, bool inplace, GradSpec g,
@@ -130,5 +135,4 @@ namespace otter {
 // (graph/ops/matmul_conv.cc) by register_nn_ops.
 void register_data_movement_ops(OpTable& t);
 void register_matmul_conv_ops(OpTable& t);
-void register_attention_ops(OpTable& t);  // graph/ops/attention.cc, by register_nn_ops
 }  // namespace otter

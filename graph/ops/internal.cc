@@ -128,12 +128,23 @@ void register_internal_ops(OpTable& t) {
   t.add(internal("ScaleSeed", "backward seed: loss scale S divided by the accumulation count K", [](InferContext& ctx) {
     ctx.set_output(0, DataType::kFloat32, shape_of(ctx, 0));
   }));
+  // AllReduce(x0, ..., xn) {op=avg|sum, world=N} -> y0, ..., yn: each yi, xi's own buffer, holds the
+  // mean (or sum) of xi over the N ranks of a data-parallel job (passes/all_reduce.h).
+  t.add(internal("AllReduce", "mean (or sum) of each input over the ranks of a data-parallel job (in place)",
+                 [](InferContext& ctx) {
+                   for (int i = 0; i < ctx.num_inputs(); ++i) {
+                     require_float(ctx, i);
+                     ctx.set_output(i, ctx.in_dtype(i), shape_of(ctx, i));
+                   }
+                 }));
   register_optimizer_ops(t);
   // The accumulate and update kernels write their state input in place and return it as the output.
   t.mutable_find(kOtterDomain, "AccumulateGrad", 1)->views = {{0, 0}};
   t.mutable_find(kOtterDomain, "GemmAccumulate", 1)->views = {{0, 2}};
   t.mutable_find(kOtterDomain, "SGDUpdate", 1)->views = {{0, 0}, {1, 2}, {2, 6}};
   t.mutable_find(kOtterDomain, "AdamUpdate", 1)->views = {{0, 0}, {1, 2}, {2, 3}, {3, 8}};
+  auto& reduced = t.mutable_find(kOtterDomain, "AllReduce", 1)->views;
+  for (int i = 0; i < 256; ++i) reduced.emplace_back(i, i);  // passes/all_reduce.cc: at most 256 per bucket
 }
 
 }  // namespace otter

@@ -15,13 +15,7 @@ using infer::Types;
 using P = PrecisionClass;
 
 // ---- inference ------------------------------------------------------------------------------------
-InferFn same_shape(Types allowed) {
-  return [allowed](InferContext& ctx) {
-    infer::check_arity(ctx, 1, 1);
-    infer::check_type(ctx, 0, allowed);
-    ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0));
-  };
-}
+InferFn same_shape(Types allowed) { return infer::unary(allowed); }
 
 // IsNaN / IsInf: float in, bool out.
 void infer_classify(InferContext& ctx) {

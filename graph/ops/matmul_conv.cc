@@ -12,10 +12,7 @@ namespace otter {
 namespace {
 
 using infer::add;
-using infer::check_dims_match;
 using infer::dim_at;
-using infer::grad_fused;
-using infer::grads_like;
 using infer::Types;
 
 // ---- MatMul / Gemm ------------------------------------------------------------------------------
@@ -190,7 +187,7 @@ void infer_conv(InferContext& ctx) {
   if (ctx.has_input(2)) {
     const Shape& b = ctx.in_shape(2);
     if (b.rank_known && b.rank() != 1) ctx.error("input 2 (B) must be 1-D, got shape " + b.to_string());
-    if (b.rank_known) check_dims_match(ctx, b.dims[0], m, "input 2 (B) size differs from W's output channels");
+    if (b.rank_known) infer::check_dims_match(ctx, b.dims[0], m, "input 2 (B) size differs from W's output channels");
   }
   std::vector<Dim> out = {dim_at(x, 0), m};
   if (kernel.empty()) {
@@ -325,7 +322,7 @@ const std::vector<std::string> kPoolAttrs = {"auto_pad", "ceil_mode", "count_inc
 
 // ConvGrad(dY, X, W) -> dX, dW, dB in one op (im2col + GEMM on the CPU, cuDNN on CUDA).
 void grad_conv(GradContext& c) {
-  grad_fused(c, "ConvGrad", {c.grad_output(0), c.input(0), c.input(1)}, {0, 1, 2}, kConvAttrs);
+  infer::grad_fused(c, "ConvGrad", {c.grad_output(0), c.input(0), c.input(1)}, {0, 1, 2}, kConvAttrs);
 }
 
 GradFn pool_grad(std::string op) {
@@ -353,7 +350,7 @@ void grad_global_max_pool(GradContext& c) {
 
 // ---- gradient ops (ai.otter) --------------------------------------------------------------------
 void infer_conv_grad(InferContext& ctx) {
-  grads_like(3, 4, {1, 2, 2})(ctx);  // dB then takes W's output-channel count
+  infer::grads_like(3, 4, {1, 2, 2})(ctx);  // dB then takes W's output-channel count
   if (ctx.has_output(2)) ctx.set_output(2, ctx.in_dtype(2), Shape({dim_at(ctx.in_shape(2), 0)}));
   if (ctx.has_input(3)) {  // dW accumulates into this state (grad-accumulation's fusion), in its type
     infer::check_same_type(ctx, 2, 3);
@@ -365,25 +362,21 @@ void infer_conv_grad(InferContext& ctx) {
 
 void register_matmul_conv_ops(OpTable& t) {
   using P = PrecisionClass;
-  constexpr int kMax = kMaxOnnxOpset;
   auto rule = grad_rule;
-  // Since-versions are those of the ONNX schema in force at opset 13; the later versions noted
-  // only widen types or add attributes that inference reads where present.
-  add(t, "MatMul", 13, kMax, infer_matmul, P::kLow, false, rule(grad_matmul),
-      "numpy matmul: batched, with 1-D promotion");
+  add(t, "MatMul", 13, infer_matmul, P::kLow, false, rule(grad_matmul), "numpy matmul: batched, with 1-D promotion");
   t.mutable_find("", "MatMul", 13)->accumulating_form = AccumulatingForm::kGemmAccumulate;
-  add(t, "Gemm", 13, kMax, infer_gemm, P::kLow, false, rule(grad_gemm),
+  add(t, "Gemm", 13, infer_gemm, P::kLow, false, rule(grad_gemm),
       "alpha * op(A) @ op(B) + beta * C, 2-D, transA/transB");
   t.mutable_find("", "Gemm", 13)->accumulating_form = AccumulatingForm::kGemmAccumulate;
-  add(t, "Conv", 11, kMax, infer_conv, P::kLow, false, rule(grad_conv),
+  add(t, "Conv", 11, infer_conv, P::kLow, false, rule(grad_conv),
       "N-d convolution with groups, pads, strides, dilations");
-  add(t, "MaxPool", 12, kMax, pool(true), P::kFollow, false, rule(pool_grad("MaxPoolGrad")),
+  add(t, "MaxPool", 12, pool(true), P::kFollow, false, rule(pool_grad("MaxPoolGrad")),
       "N-d max pooling, optional int64 indices output");
-  add(t, "AveragePool", 11, kMax, pool(false), P::kFollow, false, rule(pool_grad("AveragePoolGrad")),
+  add(t, "AveragePool", 11, pool(false), P::kFollow, false, rule(pool_grad("AveragePoolGrad")),
       "N-d average pooling (AveragePool 11, 19: dilations)");
-  add(t, "GlobalAveragePool", 1, kMax, infer_global_avg_pool, P::kFollow, false, rule(grad_global_avg_pool),
+  add(t, "GlobalAveragePool", 1, infer_global_avg_pool, P::kFollow, false, rule(grad_global_avg_pool),
       "mean over all spatial axes");
-  add(t, "GlobalMaxPool", 1, kMax, infer_global_avg_pool, P::kFollow, false, rule(grad_global_max_pool),
+  add(t, "GlobalMaxPool", 1, infer_global_avg_pool, P::kFollow, false, rule(grad_global_max_pool),
       "max over all spatial axes");
   infer::add_otter_op(t, "ConvGrad", infer_conv_grad, P::kLow,
                       "ConvGrad(dY, X, W, dW_acc?) {Conv's attributes} -> dX?, dW?, dB?: convolution backward "
@@ -391,9 +384,9 @@ void register_matmul_conv_ops(OpTable& t) {
                       "the first micro-step, added to after)");
   t.mutable_find(kOtterDomain, "ConvGrad", 1)->views = {{1, 3}};
   t.mutable_find(kOtterDomain, "ConvGrad", 1)->accumulating_form = AccumulatingForm::kAccumulatorInput;
-  infer::add_otter_op(t, "MaxPoolGrad", grads_like(2, 2, {1}), P::kFollow,
+  infer::add_otter_op(t, "MaxPoolGrad", infer::grads_like(2, 2, {1}), P::kFollow,
                       "MaxPoolGrad(dY, X) {MaxPool's attributes}: dY routed to each window's (first) maximum");
-  infer::add_otter_op(t, "AveragePoolGrad", grads_like(2, 2, {1}), P::kFollow,
+  infer::add_otter_op(t, "AveragePoolGrad", infer::grads_like(2, 2, {1}), P::kFollow,
                       "AveragePoolGrad(dY, X) {AveragePool's attributes}: dY spread evenly over each window");
 }
 

@@ -308,12 +308,12 @@ void register_nn_grad_ops(OpTable& t) {
 
 }  // namespace
 
+void register_attention_ops(OpTable& t);  // graph/ops/attention.cc
+
 void register_nn_ops(OpTable& t) {
   using P = PrecisionClass;
   constexpr int kMax = kMaxOnnxOpset;
   auto rule = grad_rule;
-  // Since-versions are those of the ONNX schema in force at opset 13; the later versions noted
-  // only widen types or add attributes that inference reads where present.
   // BatchNormalization 9 (outputs mean, var, saved_mean, saved_var in training), 14 (training_mode
   // attribute, outputs running_mean/running_var), 15 (separate scale/stat types).
   add(t, "BatchNormalization", 9, kMax, infer_batch_norm, P::kFollow, false, rule(grad_batch_norm),

@@ -245,43 +245,31 @@ void register_reduce_ops(OpTable& t) {
   constexpr int kMax = kMaxOnnxOpset;
   add(t, "ReduceSum", 13, kMax, true, Types::kNumeric, P::kFp32, grad_reduce_sum,
       "sum over input 'axes' (all when empty)");
-  add(t, "ReduceMean", 13, 17, false, Types::kNumeric, P::kFollow, grad_reduce_mean,
-      "mean over attribute 'axes' (all when absent)");
-  add(t, "ReduceMean", 18, kMax, true, Types::kNumeric, P::kFollow, grad_reduce_mean,
-      "mean over input 'axes' (all when empty)");
-  add(t, "ReduceMax", 13, 17, false, Types::kNumeric, P::kFollow, grad_reduce_max,
-      "max over attribute 'axes' (all when absent)");
-  // ReduceMax 18 (axes input), 20 (bool inputs).
-  add(t, "ReduceMax", 18, kMax, true, Types::kAny, P::kFollow, grad_reduce_max,
-      "max over input 'axes' (all when empty)");
-  // ReduceMin like ReduceMax (the gradient goes to the minima, split between ties).
-  add(t, "ReduceMin", 13, 17, false, Types::kNumeric, P::kFollow, grad_reduce_max,
-      "min over attribute 'axes' (all when absent)");
-  add(t, "ReduceMin", 18, kMax, true, Types::kAny, P::kFollow, grad_reduce_max,
-      "min over input 'axes' (all when empty)");
-  add(t, "ReduceSumSquare", 13, 17, false, Types::kFloat, P::kFp32, grad_reduce_sum_square,
-      "sum of squares over attribute 'axes' (all when absent)");
-  add(t, "ReduceSumSquare", 18, kMax, true, Types::kFloat, P::kFp32, grad_reduce_sum_square,
-      "sum of squares over input 'axes' (all when empty)");
-  add(t, "ReduceL2", 13, 17, false, Types::kFloat, P::kFp32, grad_reduce_l2,
-      "Euclidean norm over attribute 'axes' (all when absent)");
-  add(t, "ReduceL2", 18, kMax, true, Types::kFloat, P::kFp32, grad_reduce_l2,
-      "Euclidean norm over input 'axes' (all when empty)");
-  // ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp: 13 (axes attribute), 18 (axes input). In
-  // fp32 as PyTorch's autocast runs prod, norm and the log-sums.
-  struct More {
+  // The others: 13 (axes attribute), 18 (axes input); ReduceMax and ReduceMin 20 also take bool
+  // inputs. ReduceMin's gradient goes to the minima, split between ties, like ReduceMax's.
+  // ReduceProd, the norms and the log-sums run in fp32 as PyTorch's autocast runs them.
+  struct Family {
     const char* op;
-    Types types;
+    Types types, types18;
+    PrecisionClass p;
     GradFn (*grad)(bool);
     const char* what;
   };
-  for (const More& m : {More{"ReduceProd", Types::kNumeric, grad_reduce_prod, "product"},
-                        More{"ReduceL1", Types::kNumeric, grad_reduce_l1, "sum of absolute values"},
-                        More{"ReduceLogSum", Types::kFloat, grad_reduce_log_sum, "log of the sum"},
-                        More{"ReduceLogSumExp", Types::kFloat, grad_reduce_log_sum_exp, "log of the sum of exp"}}) {
-    add(t, m.op, 13, 17, false, m.types, P::kFp32, m.grad,
-        str_cat(m.what, " over attribute 'axes' (all when absent)").c_str());
-    add(t, m.op, 18, kMax, true, m.types, P::kFp32, m.grad, str_cat(m.what, " over input 'axes' (all when empty)").c_str());
+  constexpr Types kNum = Types::kNumeric, kFlt = Types::kFloat;
+  for (const Family& f :
+       {Family{"ReduceMean", kNum, kNum, P::kFollow, grad_reduce_mean, "mean"},
+        Family{"ReduceMax", kNum, Types::kAny, P::kFollow, grad_reduce_max, "max"},
+        Family{"ReduceMin", kNum, Types::kAny, P::kFollow, grad_reduce_max, "min"},
+        Family{"ReduceSumSquare", kFlt, kFlt, P::kFp32, grad_reduce_sum_square, "sum of squares"},
+        Family{"ReduceL2", kFlt, kFlt, P::kFp32, grad_reduce_l2, "Euclidean norm"},
+        Family{"ReduceProd", kNum, kNum, P::kFp32, grad_reduce_prod, "product"},
+        Family{"ReduceL1", kNum, kNum, P::kFp32, grad_reduce_l1, "sum of absolute values"},
+        Family{"ReduceLogSum", kFlt, kFlt, P::kFp32, grad_reduce_log_sum, "log of the sum"},
+        Family{"ReduceLogSumExp", kFlt, kFlt, P::kFp32, grad_reduce_log_sum_exp, "log of the sum of exp"}}) {
+    add(t, f.op, 13, 17, false, f.types, f.p, f.grad,
+        str_cat(f.what, " over attribute 'axes' (all when absent)").c_str());
+    add(t, f.op, 18, kMax, true, f.types18, f.p, f.grad,
+        str_cat(f.what, " over input 'axes' (all when empty)").c_str());
   }
 }
 

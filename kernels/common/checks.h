@@ -1,5 +1,5 @@
 // Host-side input checks shared by the CPU and CUDA kernels, with errors that name the node:
-// agreeing dtypes and dims, Clip's scalar bounds, and the accumulator of AccumulateGrad.
+// agreeing dtypes and dims, Clip's scalar bounds, Where's and ClipGrad's inputs, and the accumulator of AccumulateGrad.
 #pragma once
 
 #include "graph/error.h"
@@ -37,6 +37,30 @@ inline void check_clip_bounds(const KernelContext& ctx) {
       ctx.error(
           str_cat("input ", i, (i == 1 ? " (min)" : " (max)"), " must be a scalar, got ", ctx.input(i).describe()));
   }
+}
+
+// <Op>Grad(dY, X) of the math ops: X has dY's dtype and dims.
+inline void check_derivative_inputs(const KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  if (x.dtype() != dy.dtype() || x.dims() != dy.dims())
+    ctx.error(str_cat("input 1 (X) is ", x.describe(), ", expected the type and shape of dY ", dy.describe()));
+}
+
+// Where(cond, x, y): cond is bool, x and y share a dtype.
+inline void check_where_inputs(const KernelContext& ctx) {
+  const Tensor& c = ctx.input(0);
+  if (c.dtype() != DataType::kBool) ctx.error(str_cat("condition must be bool, got ", c.describe()));
+  check_same_dtype(ctx, 1, 2);
+}
+
+// ClipGrad(dY, X, min?, max?): X like dY, min and max (where given) scalars of dY's dtype.
+inline void check_clip_grad_inputs(const KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  check_like(ctx, 1, dy, "X");
+  for (int i = 2; i <= 3; ++i)
+    if (ctx.has_input(i) && (ctx.input(i).numel() != 1 || ctx.input(i).dtype() != dy.dtype()))
+      ctx.error(str_cat("input ", i, " must be a scalar of X's type, got ", ctx.input(i).describe()));
 }
 
 // AccumulateGrad(acc, g): checks g against the accumulator and makes output 0 share acc's buffer;

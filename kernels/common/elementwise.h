@@ -30,6 +30,8 @@ OTTER_MATH_SHIM(abs, fabsf, fabs)
 #undef OTTER_MATH_SHIM
 OTTER_HD float pow(float x, float y) { return ::powf(x, y); }
 OTTER_HD double pow(double x, double y) { return ::pow(x, y); }
+OTTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }
+OTTER_HD double fmod(double x, double y) { return ::fmod(x, y); }
 }  // namespace math
 
 template <typename T>
@@ -89,6 +91,38 @@ struct MaxOp {
 };
 struct MinOp {
   template <typename T> OTTER_HD T operator()(T a, T b) const { return (a < b || a != a) ? a : b; }
+};
+
+// Mod: with kFmod the remainder takes the dividend's sign (C fmod; floats need it), otherwise the
+// divisor's (Python's %, integers only). An integer divisor of 0 gives 0 here: the CPU kernel
+// refuses it first, and a device kernel must not trap.
+template <bool kFmod>
+struct ModOp {
+  template <typename T>
+  OTTER_HD T operator()(T a, T b) const {
+    if constexpr (kIsFloatCompute<T>) {
+      return math::fmod(a, b);
+    } else {
+      if (b == 0) return 0;
+      if constexpr (std::is_signed_v<T>) {
+        if (b == static_cast<T>(-1)) return 0;  // the most negative value % -1 would trap
+      }
+      T r = static_cast<T>(a % b);
+      if constexpr (!kFmod && std::is_signed_v<T>) {
+        if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+      }
+      return r;
+    }
+  }
+};
+// BitShift of unsigned integers; a shift by the type's width or more gives 0.
+template <bool kLeft>
+struct BitShiftOp {
+  template <typename T>
+  OTTER_HD T operator()(T a, T b) const {
+    if (b >= static_cast<T>(8 * sizeof(T))) return 0;
+    return static_cast<T>(kLeft ? a << b : a >> b);
+  }
 };
 
 // ---- comparisons and logic (bool results) -------------------------------------------------------

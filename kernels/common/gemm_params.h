@@ -120,4 +120,7 @@ inline MatMulShape resolve_matmul(const KernelContext& ctx, const Tensor& a, con
   return s;
 }
 
+// MatMul of the context's inputs 0 (A) and 1 (B).
+inline MatMulShape resolve_matmul(const KernelContext& ctx) { return resolve_matmul(ctx, ctx.input(0), ctx.input(1)); }
+
 }  // namespace otter::params

@@ -19,6 +19,9 @@
 #define OTTER_MATH_DERIVATIVE_OPS(X)                                                                    \
   X(Sin) X(Cos) X(Tan) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(HardSigmoid) \
   X(HardSwish) X(Elu) X(Selu) X(Celu) X(ThresholdedRelu) X(Mish) X(Shrink)
+// Every op above: F(Name) ... for the four lists in turn.
+#define OTTER_MATH_ALL_OPS(F, N, C, D) \
+  OTTER_MATH_FLOAT_OPS(F) OTTER_MATH_NUMERIC_OPS(N) OTTER_MATH_CLASSIFY_OPS(C) OTTER_MATH_DERIVATIVE_OPS(D)
 // clang-format on
 
 namespace otter {
@@ -28,57 +31,26 @@ template <typename F>
 F functor_from(const Node&) {
   return F{};
 }
-template <>
-inline HardSigmoidOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f)};
-}
-template <>
-inline HardSigmoidGradOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f)};
-}
-template <>
-inline EluOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", 1.f)};
-}
-template <>
-inline EluGradOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", 1.f)};
-}
-template <>
-inline SeluOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", SeluOp{}.alpha), n.attr_f("gamma", SeluOp{}.gamma)};
-}
-template <>
-inline SeluGradOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", SeluOp{}.alpha), n.attr_f("gamma", SeluOp{}.gamma)};
-}
-template <>
-inline CeluOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", 1.f)};
-}
-template <>
-inline CeluGradOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", 1.f)};
-}
-template <>
-inline ThresholdedReluOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", 1.f)};
-}
-template <>
-inline ThresholdedReluGradOp functor_from(const Node& n) {
-  return {n.attr_f("alpha", 1.f)};
-}
-template <>
-inline ShrinkOp functor_from(const Node& n) {
-  return {n.attr_f("lambd", 0.5f), n.attr_f("bias", 0.f)};
-}
-template <>
-inline ShrinkGradOp functor_from(const Node& n) {
-  return {n.attr_f("lambd", 0.5f)};
-}
-template <>
-inline IsInfOp functor_from(const Node& n) {
-  return {n.attr_i("detect_positive", 1) != 0, n.attr_i("detect_negative", 1) != 0};
-}
+// NameOp and NameGradOp built from the same attribute reads (the initializer list `...` of node n).
+#define OTTER_FUNCTOR_FROM(Op, ...)       \
+  template <>                             \
+  inline Op functor_from(const Node& n) { \
+    return {__VA_ARGS__};                 \
+  }
+#define OTTER_FUNCTOR_PAIR_FROM(Name, ...)  \
+  OTTER_FUNCTOR_FROM(Name##Op, __VA_ARGS__) \
+  OTTER_FUNCTOR_FROM(Name##GradOp, __VA_ARGS__)
+// clang-format off
+OTTER_FUNCTOR_PAIR_FROM(HardSigmoid, n.attr_f("alpha", 0.2f), n.attr_f("beta", 0.5f))
+OTTER_FUNCTOR_PAIR_FROM(Elu, n.attr_f("alpha", 1.f))
+OTTER_FUNCTOR_PAIR_FROM(Selu, n.attr_f("alpha", SeluOp{}.alpha), n.attr_f("gamma", SeluOp{}.gamma))
+OTTER_FUNCTOR_PAIR_FROM(Celu, n.attr_f("alpha", 1.f))
+OTTER_FUNCTOR_PAIR_FROM(ThresholdedRelu, n.attr_f("alpha", 1.f))
+OTTER_FUNCTOR_FROM(ShrinkOp, n.attr_f("lambd", 0.5f), n.attr_f("bias", 0.f))
+OTTER_FUNCTOR_FROM(ShrinkGradOp, n.attr_f("lambd", 0.5f))
+OTTER_FUNCTOR_FROM(IsInfOp, n.attr_i("detect_positive", 1) != 0, n.attr_i("detect_negative", 1) != 0)
+// clang-format on
+#undef OTTER_FUNCTOR_PAIR_FROM
+#undef OTTER_FUNCTOR_FROM
 
 }  // namespace otter

@@ -1,14 +1,17 @@
 // Along-one-axis algorithms shared by the CPU (kernels/cpu/scan.cc) and CUDA (kernels/cuda/scan.cu)
-// kernels of CumSum, ArgMax and ArgMin: each works on one line of `len` elements `stride` apart.
+// kernels of CumSum, ArgMax, ArgMin and Hardmax: each works on one line of `len` elements `stride` apart.
 // Conventions of kernels/common/elementwise.h: half types load as float, floats accumulate in
-// double and integers in int64, and the result is stored once.
+// double and integers in int64, and the result is stored once. Also the host-side attribute reads
+// and checks of those ops, with errors that name the node.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 #include <vector>
 
+#include "graph/error.h"
 #include "kernels/common/convert.h"
+#include "kernels/kernel.h"
 
 namespace otter {
 
@@ -65,6 +68,61 @@ OTTER_HD int64_t arg_extreme_line(const S* x, int64_t len, int64_t stride, bool 
     }
   }
   return best;
+}
+
+// Hardmax of a line: 1 at the first largest element (arg_extreme_line), 0 elsewhere.
+template <typename S>
+OTTER_HD void hardmax_line(const S* x, S* y, int64_t len, int64_t stride) {
+  const int64_t best = arg_extreme_line(x, len, stride, true, false);
+  for (int64_t k = 0; k < len; ++k) y[k * stride] = store_value<S>(compute_type<S>(k == best ? 1 : 0));
+}
+
+// ---- host side ----------------------------------------------------------------------------------
+
+// The line view of dims around axis (possibly negative); fails naming the node when out of range.
+inline AxisLines lines_around(const KernelContext& ctx, const std::vector<int64_t>& dims, int64_t axis) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (axis < -rank || axis >= rank) ctx.error(str_cat("axis ", axis, " is out of range for rank ", rank));
+  return axis_lines(dims, axis < 0 ? axis + rank : axis);
+}
+
+// CumSum's attributes.
+struct CumSumAttrs {
+  bool exclusive, reverse;
+  explicit CumSumAttrs(const Node& n)
+      : exclusive(n.attr_i("exclusive", 0) != 0), reverse(n.attr_i("reverse", 0) != 0) {}
+};
+
+// CumSum's lines: around input 1 (axis), whose values `axis` the caller read on the host.
+inline AxisLines cumsum_lines(const KernelContext& ctx, const std::vector<int64_t>& axis) {
+  if (axis.size() != 1) ctx.error(str_cat("input 1 (axis) must hold one value, got ", ctx.input(1).describe()));
+  return lines_around(ctx, ctx.input(0).dims(), axis[0]);
+}
+
+// ArgMax's / ArgMin's attributes.
+struct ArgExtremeAttrs {
+  bool is_max;
+  int64_t axis;
+  bool keepdims, last;
+  ArgExtremeAttrs(const Node& n, bool max)
+      : is_max(max),
+        axis(n.attr_i("axis", 0)),
+        keepdims(n.attr_i("keepdims", 1) != 0),
+        last(n.attr_i("select_last_index", 0) != 0) {}
+};
+
+// ArgMax / ArgMin of input 0: its lines (never empty) and the output dims.
+struct ArgExtremeShape {
+  AxisLines lines;
+  std::vector<int64_t> out_dims;
+};
+inline ArgExtremeShape resolve_arg_extreme(const KernelContext& ctx, const ArgExtremeAttrs& at) {
+  const Tensor& x = ctx.input(0);
+  const AxisLines l = lines_around(ctx, x.dims(), at.axis);
+  if (l.len == 0)
+    ctx.error(str_cat("cannot take the arg", at.is_max ? "max" : "min", " of an empty axis of ", x.describe()));
+  const int64_t axis = at.axis < 0 ? at.axis + x.rank() : at.axis;
+  return {l, arg_output_dims(x.dims(), axis, at.keepdims)};
 }
 
 }  // namespace otter

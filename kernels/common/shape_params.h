@@ -1,6 +1,6 @@
 // Host-side parameter resolution of the data-movement ops, shared by the CPU and CUDA kernels (and
 // their gradients): axis normalisation, Concat's output, the strided view one Slice reads, Split's
-// output sizes and Pad's geometry (also PadGrad's), validated with errors that name the node.
+// output sizes, Trilu's offset and Pad's geometry (also PadGrad's), validated with errors that name the node.
 // Inputs are already read on the host.
 #pragma once
 
@@ -120,6 +120,23 @@ inline Tensor constant_of_shape_value(const Node& n) {
   if (!a) return Tensor::scalar<float>(0.0f);
   if (a->t().numel() != 1) fail(n.describe(), ": attribute 'value' must hold one element, got ", a->t().describe());
   return a->t();
+}
+
+// ConstantOfShape's output dims: input 0 (read on the host as `dims`), none negative.
+inline std::vector<int64_t> constant_of_shape_dims(const KernelContext& ctx, std::vector<int64_t> dims) {
+  for (int64_t d : dims)
+    if (d < 0) ctx.error(str_cat("shape ", dims_to_string(dims), " has a negative dim"));
+  return dims;
+}
+
+// Trilu's diagonal offset: the one value of input 1 (`k`, read on the host; nullopt when the input
+// is absent: 0). Input 0 must have rank >= 2.
+inline int64_t trilu_k(const KernelContext& ctx, const std::optional<std::vector<int64_t>>& k) {
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 2) ctx.error(str_cat("input must have rank >= 2, got ", x.describe()));
+  if (!k) return 0;
+  if (k->size() != 1) ctx.error("k must be a scalar");
+  return (*k)[0];
 }
 
 // Pad's attribute 'mode'.

@@ -13,6 +13,7 @@
 #include "graph/dtype.h"
 #include "graph/error.h"
 #include "graph/tensor.h"
+#include "kernels/common/convert.h"
 #include "kernels/common/half.h"
 
 namespace otter::cpu {
@@ -40,14 +41,9 @@ void parallel_ranges(int64_t n, F&& fn, int64_t cost = 1) {
 // ---- storage type <-> compute type ---------------------------------------------------------------
 template <typename T> struct Tag { using type = T; };
 
-template <typename S> struct ComputeOf { using type = S; };
-template <> struct ComputeOf<Half> { using type = float; };
-template <> struct ComputeOf<BFloat16> { using type = float; };
-template <typename S> using compute_t = typename ComputeOf<S>::type;
-
-template <typename S> inline compute_t<S> load(S v) { return v; }
-inline float load(Half v) { return half_to_float(v.bits); }
-inline float load(BFloat16 v) { return bf16_to_float(v.bits); }
+// The compute type and the load of kernels/common/convert.h.
+template <typename S> using compute_t = compute_type<S>;
+template <typename S> inline compute_t<S> load(S v) { return load_value(v); }
 
 template <typename S, typename C> inline S store(C v) { return static_cast<S>(v); }
 template <> inline Half store<Half, float>(float v) { return Half{float_to_half(v)}; }
@@ -72,6 +68,28 @@ decltype(auto) visit_numeric(DataType t, F&& f) {
     case DataType::kInt8: return f(Tag<int8_t>{});
     case DataType::kUInt8: return f(Tag<uint8_t>{});
     default: return visit_float(t, std::forward<F>(f));
+  }
+}
+// The numeric types plus the wider integer types only some ops take (i16 u16 u32 u64).
+template <typename F>
+decltype(auto) visit_wide_numeric(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kInt16: return f(Tag<int16_t>{});
+    case DataType::kUInt16: return f(Tag<uint16_t>{});
+    case DataType::kUInt32: return f(Tag<uint32_t>{});
+    case DataType::kUInt64: return f(Tag<uint64_t>{});
+    default: return visit_numeric(t, std::forward<F>(f));
+  }
+}
+// The unsigned integer types (BitShift).
+template <typename F>
+decltype(auto) visit_unsigned(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kUInt8: return f(Tag<uint8_t>{});
+    case DataType::kUInt16: return f(Tag<uint16_t>{});
+    case DataType::kUInt32: return f(Tag<uint32_t>{});
+    case DataType::kUInt64: return f(Tag<uint64_t>{});
+    default: fail("unsupported dtype ", dtype_name(t), " (expected an unsigned integer type)");
   }
 }
 template <typename F>

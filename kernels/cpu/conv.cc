@@ -14,6 +14,7 @@
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/window.h"
 
 namespace otter {
@@ -92,7 +93,9 @@ class ConvKernel : public cpu::FloatKernel<ConvKernel> {
             if (pointwise) {
               for (int64_t c = 0; c < cg; ++c) std::memcpy(cb + c * ld, xg + c * L, L * sizeof(T));
             } else {
-              conv_im2col(g, xg, cg, cb, taps, !par_images, ld);
+              isa_dispatch_if<std::is_same_v<T, float>>([&] {
+                conv_im2col(g, xg, cg, cb, taps, !par_images, ld);
+              });
             }
           }
           col = cols;

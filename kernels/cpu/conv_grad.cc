@@ -21,6 +21,7 @@
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/window.h"
 
 namespace otter {
@@ -98,7 +99,9 @@ class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
         if (dw) {
 #pragma omp parallel for schedule(static) if (nb > 1 && kce * ld > 32768)
           for (int64_t b = 0; b < nb; ++b) {
-            conv_im2col(g, px + ((n0 + b) * cin + gi * cg) * g.in_plane, cg, cols + b * L, taps, nb == 1, ld);
+            isa_dispatch_if<std::is_same_v<T, float>>([&] {
+              conv_im2col(g, px + ((n0 + b) * cin + gi * cg) * g.in_plane, cg, cols + b * L, taps, nb == 1, ld);
+            });
           }
           // The first chunk writes the group's dW (beta 0), later chunks add to it.
           cpu::gemm<T>(false, true, mg, kce, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !add_to_dwg ? T(0) : T(1), dwg,
@@ -109,7 +112,9 @@ class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
           cpu::gemm<T>(true, false, kce, ld, mg, T(1), wg, kce, dyc, ld, T(0), cols, ld);
 #pragma omp parallel for schedule(static) if (nb > 1 && kce * ld > 32768)
           for (int64_t b = 0; b < nb; ++b) {
-            conv_col2im_add(g, cols + b * L, cg, dx + ((n0 + b) * cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
+            isa_dispatch_if<std::is_same_v<T, float>>([&] {
+              conv_col2im_add(g, cols + b * L, cg, dx + ((n0 + b) * cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
+            });
           }
         }
       }

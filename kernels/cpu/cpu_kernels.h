@@ -12,6 +12,9 @@ void register_cpu_matmul_kernels(KernelRegistry& r);       // matmul.cc: MatMul,
 void register_cpu_conv_kernels(KernelRegistry& r);         // conv.cc: Conv, pooling
 void register_cpu_nn_kernels(KernelRegistry& r);           // nn.cc: norms, softmax, losses, dropout
 void register_cpu_math_kernels(KernelRegistry& r);         // math.cc: trig, rounding, activations
+void register_cpu_gather_scatter_kernels(KernelRegistry& r);  // gather_scatter.cc
+void register_cpu_normalize_kernels(KernelRegistry& r);       // normalize.cc
+void register_cpu_resize_kernels(KernelRegistry& r);          // resize.cc: Resize, ResizeGrad
 void register_cpu_scan_kernels(KernelRegistry& r);         // scan.cc: CumSum, ArgMax, ArgMin
 void register_cpu_train_kernels(KernelRegistry& r);        // train.cc: accumulation, optimizers, scaler
 // Gradient ops of the ai.otter domain (the autodiff pass emits them).

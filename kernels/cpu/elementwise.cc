@@ -10,6 +10,7 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 namespace {
@@ -24,15 +25,23 @@ const std::vector<DataType> kNumericTypes = {DataType::kFloat32, DataType::kFloa
                                              DataType::kFloat16, DataType::kBFloat16,
                                              DataType::kInt64,   DataType::kInt32,
                                              DataType::kInt8,    DataType::kUInt8};
+const std::vector<DataType> kWideNumericTypes = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                                                 DataType::kBFloat16, DataType::kInt64,   DataType::kInt32,
+                                                 DataType::kInt8,     DataType::kUInt8,   DataType::kInt16,
+                                                 DataType::kUInt16,   DataType::kUInt32,  DataType::kUInt64};
+const std::vector<DataType> kUnsignedTypes = {DataType::kUInt8, DataType::kUInt16, DataType::kUInt32,
+                                              DataType::kUInt64};
 const std::vector<DataType> kBoolTypes = {DataType::kBool};
 
 // Which storage types a kernel instantiates its functor for.
-enum class TypeSet { kFloat, kNumeric, kAll, kBool };
+enum class TypeSet { kFloat, kNumeric, kWideNumeric, kUnsigned, kAll, kBool };
 
 template <TypeSet Set, typename F>
 decltype(auto) visit_set(DataType t, F&& f) {
   if constexpr (Set == TypeSet::kFloat) return cpu::visit_float(t, std::forward<F>(f));
   else if constexpr (Set == TypeSet::kNumeric) return cpu::visit_numeric(t, std::forward<F>(f));
+  else if constexpr (Set == TypeSet::kWideNumeric) return cpu::visit_wide_numeric(t, std::forward<F>(f));
+  else if constexpr (Set == TypeSet::kUnsigned) return cpu::visit_unsigned(t, std::forward<F>(f));
   else if constexpr (Set == TypeSet::kAll) return cpu::visit_all(t, std::forward<F>(f));
   else {
     OTTER_CHECK(t == DataType::kBool, "expected bool, got ", dtype_name(t));
@@ -62,18 +71,20 @@ void binary_loop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
     const S* x = pa + offs[0];
     const S* y = pb + offs[1];
     Out* z = po + o;
-    if (st[0] == 1 && st[1] == 1) {
-      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), load(y[j])));
-    } else if (st[0] == 1) {
-      const auto yv = load(y[0]);
-      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), yv));
-    } else if (st[1] == 1) {
-      const auto xv = load(x[0]);
-      for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(xv, load(y[j])));
-    } else {
-      const Out v = store<Out>(f(load(x[0]), load(y[0])));
-      for (int64_t j = 0; j < len; ++j) z[j] = v;
-    }
+    cpu::isa_dispatch_if<std::is_same_v<compute_t<S>, float>>([&] {
+      if (st[0] == 1 && st[1] == 1) {
+        for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), load(y[j])));
+      } else if (st[0] == 1) {
+        const auto yv = load(y[0]);
+        for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(load(x[j]), yv));
+      } else if (st[1] == 1) {
+        const auto xv = load(x[0]);
+        for (int64_t j = 0; j < len; ++j) z[j] = store<Out>(f(xv, load(y[j])));
+      } else {
+        const Out v = store<Out>(f(load(x[0]), load(y[0])));
+        for (int64_t j = 0; j < len; ++j) z[j] = v;
+      }
+    });
   });
 }
 
@@ -82,7 +93,9 @@ void unary_loop(const Tensor& a, Tensor& out, F f, int64_t cost) {
   const S* x = static_cast<const S*>(a.raw());
   Out* z = static_cast<Out*>(out.raw());
   cpu::parallel_ranges(a.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t j = b; j < e; ++j) z[j] = store<Out>(f(load(x[j])));
+    cpu::isa_dispatch_if<std::is_same_v<compute_t<S>, float>>([&] {
+      for (int64_t j = b; j < e; ++j) z[j] = store<Out>(f(load(x[j])));
+    });
   }, cost);
 }
 
@@ -108,7 +121,8 @@ class BinaryKernel : public Kernel {
     auto dims = broadcast_or_fail(ctx, {&a.dims(), &b.dims()});
     visit_set<Set>(a.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
-      if constexpr (std::is_same_v<F, DivOp>) check_no_zero_divisor<S>(ctx, b);
+      if constexpr (std::is_same_v<F, DivOp> || std::is_same_v<F, ModOp<true>> || std::is_same_v<F, ModOp<false>>)
+        check_no_zero_divisor<S>(ctx, b);
       if constexpr (kBoolOut) {
         Tensor& out = ctx.allocate_output(0, DataType::kBool, dims);
         binary_loop<S, bool>(a, b, out, f_);
@@ -183,11 +197,54 @@ class VariadicKernel : public Kernel {
 };
 
 // ---- Cast (the conversion rule is cast_value of kernels/common/convert.h) ----------------------
+bool is_wide_integer(DataType t) {
+  return t == DataType::kInt16 || t == DataType::kUInt16 || t == DataType::kUInt32 || t == DataType::kUInt64;
+}
+
+Tensor& cast_into(const Tensor& src, Tensor& dst);
+Tensor cast_tensor(const Tensor& src, DataType to);
+
+// Calls f(Tag<W>{}) for the wider integer types (i16 u16 u32 u64) only.
+template <typename F>
+void visit_wide_only(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kInt16: return f(cpu::Tag<int16_t>{});
+    case DataType::kUInt16: return f(cpu::Tag<uint16_t>{});
+    case DataType::kUInt32: return f(cpu::Tag<uint32_t>{});
+    case DataType::kUInt64: return f(cpu::Tag<uint64_t>{});
+    default: fail("not a wide integer type: ", dtype_name(t));
+  }
+}
+
+// Casts to or from the wider integer types go through int64 (or, for a float side, double).
+Tensor& cast_wide(const Tensor& src, Tensor& dst) {
+  if (is_wide_integer(src.dtype())) {
+    const bool to_float = is_float(dst.dtype());
+    Tensor mid(to_float ? DataType::kFloat64 : DataType::kInt64, src.dims());
+    visit_wide_only(src.dtype(), [&](auto st) {
+      using S = typename decltype(st)::type;
+      const S* p = src.data<S>();
+      for (int64_t j = 0; j < src.numel(); ++j) {
+        if (to_float) mid.data<double>()[j] = static_cast<double>(p[j]);
+        else mid.data<int64_t>()[j] = static_cast<int64_t>(p[j]);
+      }
+    });
+    return is_wide_integer(dst.dtype()) ? cast_wide(mid, dst) : cast_into(mid, dst);
+  }
+  Tensor mid = cast_tensor(src, DataType::kInt64);
+  visit_wide_only(dst.dtype(), [&](auto dt) {
+    using D = typename decltype(dt)::type;
+    for (int64_t j = 0; j < src.numel(); ++j) dst.data<D>()[j] = static_cast<D>(mid.data<int64_t>()[j]);
+  });
+  return dst;
+}
+
 Tensor& cast_into(const Tensor& src, Tensor& dst) {
   if (src.dtype() == dst.dtype()) {
     if (src.nbytes() && src.raw() != dst.raw()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
     return dst;
   }
+  if (is_wide_integer(src.dtype()) || is_wide_integer(dst.dtype())) return cast_wide(src, dst);
   cpu::visit_all(src.dtype(), [&](auto st) {
     using S = typename decltype(st)::type;
     cpu::visit_all(dst.dtype(), [&](auto dt) {
@@ -211,6 +268,7 @@ Tensor cast_tensor(const Tensor& src, DataType to) {
 class CastKernel : public Kernel {
  public:
   explicit CastKernel(const Node& n) {
+    if (n.op_type() == "CastLike") return;  // the type of input 1, at run time
     int64_t code = n.attr_i("to", -1);
     to_ = dtype_from_onnx(static_cast<int>(code));
     if (to_ == DataType::kUndefined)
@@ -218,11 +276,11 @@ class CastKernel : public Kernel {
   }
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
-    cast_into(a, ctx.allocate_output(0, to_, a.dims()));
+    cast_into(a, ctx.allocate_output(0, ctx.num_inputs() > 1 ? ctx.input(1).dtype() : to_, a.dims()));
   }
 
  private:
-  DataType to_;
+  DataType to_ = DataType::kUndefined;
 };
 
 // ---- Pow: the exponent may have another type than the base ---------------------------------------
@@ -288,8 +346,7 @@ class WhereKernel : public Kernel {
     const Tensor& c = ctx.input(0);
     const Tensor& x = ctx.input(1);
     const Tensor& y = ctx.input(2);
-    if (c.dtype() != DataType::kBool) ctx.error(str_cat("condition must be bool, got ", c.describe()));
-    check_same_dtype(ctx, 1, 2);
+    check_where_inputs(ctx);
     auto dims = broadcast_or_fail(ctx, {&c.dims(), &x.dims(), &y.dims()});
     Tensor& out = ctx.allocate_output(0, x.dtype(), dims);
     if (out.numel() == 0) return;
@@ -345,8 +402,18 @@ void register_cpu_elementwise_kernels(KernelRegistry& r) {
   // Variadic.
   add(r, "Sum", kNumericTypes, make<VariadicKernel<AddOp, TS::kNumeric>>(false));
   add(r, "Mean", kFloatTypes, make<VariadicKernel<AddOp, TS::kFloat>>(true));
-  add(r, "Min", kNumericTypes, make<VariadicKernel<MinOp, TS::kNumeric>>(false));
-  add(r, "Max", kNumericTypes, make<VariadicKernel<MaxOp, TS::kNumeric>>(false));
+  add(r, "Min", kWideNumericTypes, make<VariadicKernel<MinOp, TS::kWideNumeric>>(false));
+  add(r, "Max", kWideNumericTypes, make<VariadicKernel<MaxOp, TS::kWideNumeric>>(false));
+  // Mod {fmod}, BitShift {direction} (graph/ops/integer.cc).
+  add(r, "Mod", kWideNumericTypes, [](const Node& n) -> std::unique_ptr<Kernel> {
+    if (n.attr_i("fmod", 0) != 0) return std::make_unique<BinaryKernel<ModOp<true>, TS::kWideNumeric, false>>();
+    return std::make_unique<BinaryKernel<ModOp<false>, TS::kWideNumeric, false>>();
+  });
+  add(r, "BitShift", kUnsignedTypes, [](const Node& n) -> std::unique_ptr<Kernel> {
+    if (n.attr_s("direction", "") == "LEFT")
+      return std::make_unique<BinaryKernel<BitShiftOp<true>, TS::kUnsigned, false>>();
+    return std::make_unique<BinaryKernel<BitShiftOp<false>, TS::kUnsigned, false>>();
+  });
   // Unary math.
   add(r, "Neg", kNumericTypes, unary<NegOp, TS::kNumeric>(1));
   add(r, "Abs", kNumericTypes, unary<AbsOp, TS::kNumeric>(1));
@@ -382,6 +449,7 @@ void register_cpu_elementwise_kernels(KernelRegistry& r) {
   // Selection and conversion.
   add(r, "Where", {}, make<WhereKernel>());
   add(r, "Cast", {}, [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<CastKernel>(n); });
+  add(r, "CastLike", {}, [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<CastKernel>(n); });
 }
 
 }  // namespace otter

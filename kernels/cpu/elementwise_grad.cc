@@ -8,6 +8,7 @@
 #include "kernels/common/elementwise_grad.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/derivative.h"
 
 namespace otter {
 namespace {
@@ -21,27 +22,11 @@ const std::vector<DataType> kFloatTypes = {DataType::kFloat32, DataType::kFloat6
 
 // dX = F(dY, V) element by element, V the forward input or output the derivative reads.
 template <typename F>
-class ActivationGradKernel : public Kernel {
+class ActivationGradKernel : public cpu::DerivativeMapKernel<F> {
  public:
-  explicit ActivationGradKernel(F f) : f_(f) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& dy = ctx.input(0);
-    check_like(ctx, 1, dy, "forward value");
-    const Tensor& v = ctx.input(1);
-    Tensor& dx = ctx.allocate_output(0, dy.dtype(), dy.dims());
-    cpu::visit_float(dy.dtype(), [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      const S* pg = dy.data<S>();
-      const S* pv = v.data<S>();
-      S* po = dx.data<S>();
-      cpu::parallel_ranges(dy.numel(), [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) po[j] = store<S>(f_(load(pg[j]), load(pv[j])));
-      }, 4);
-    });
-  }
-
- private:
-  F f_;
+  explicit ActivationGradKernel(F f)
+      : cpu::DerivativeMapKernel<F>(
+            f, [](const KernelContext& ctx) { check_like(ctx, 1, ctx.input(0), "forward value"); }, 4) {}
 };
 
 template <typename F>
@@ -55,10 +40,7 @@ class ClipGradKernel : public Kernel {
  public:
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
-    check_like(ctx, 1, dy, "X");
-    for (int i = 2; i <= 3; ++i)
-      if (ctx.has_input(i) && (ctx.input(i).numel() != 1 || ctx.input(i).dtype() != dy.dtype()))
-        ctx.error(str_cat("input ", i, " must be a scalar of X's type, got ", ctx.input(i).describe()));
+    check_clip_grad_inputs(ctx);
     cpu::visit_float(dy.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       using C = compute_t<S>;

@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/half.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 
@@ -57,6 +58,9 @@ void widen_f16c(const uint16_t*, float*, int64_t) {}
 void round_f16c(const float*, uint16_t*, int64_t) {}
 #endif
 
+// F16C is part of the avx2 and avx512 variants (isa.h); OTTER_ISA=baseline converts per element.
+bool use_f16c() { return have_f16c() && active_isa() != Isa::kBaseline; }
+
 }  // namespace
 
 Tensor widen_to_float(const Tensor& t) {
@@ -65,11 +69,13 @@ Tensor widen_to_float(const Tensor& t) {
   OTTER_DISPATCH_HALF(t.dtype(), S, [&] {
     const S* x = static_cast<const S*>(t.raw());
     parallel_ranges(t.numel(), [&](int64_t b, int64_t e) {
-      if (std::is_same_v<S, Half> && have_f16c()) {
+      if (std::is_same_v<S, Half> && use_f16c()) {
         widen_f16c(reinterpret_cast<const uint16_t*>(x) + b, y + b, e - b);
         return;
       }
-      for (int64_t i = b; i < e; ++i) y[i] = load(x[i]);
+      isa_dispatch([&] {
+        for (int64_t i = b; i < e; ++i) y[i] = load(x[i]);
+      });
     });
   });
   return out;
@@ -82,11 +88,13 @@ void round_into(const Tensor& src, Tensor& dst) {
   OTTER_DISPATCH_HALF(dst.dtype(), S, [&] {
     S* y = static_cast<S*>(dst.raw());
     parallel_ranges(src.numel(), [&](int64_t b, int64_t e) {
-      if (std::is_same_v<S, Half> && have_f16c()) {
+      if (std::is_same_v<S, Half> && use_f16c()) {
         round_f16c(x + b, reinterpret_cast<uint16_t*>(y) + b, e - b);
         return;
       }
-      for (int64_t i = b; i < e; ++i) y[i] = store<S>(x[i]);
+      isa_dispatch([&] {
+        for (int64_t i = b; i < e; ++i) y[i] = store<S>(x[i]);
+      });
     });
   });
 }

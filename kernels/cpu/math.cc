@@ -3,9 +3,11 @@
 // onto X), and the ai.otter derivative ops <Op>Grad(dY, X). The per-element math is the shared
 // functors of kernels/common/math.h; half types compute in float and round once.
 #include "graph/op_table.h"
+#include "kernels/common/checks.h"
 #include "kernels/common/math_attrs.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/derivative.h"
 
 namespace otter {
 namespace {
@@ -51,31 +53,9 @@ class MapKernel : public Kernel {
 
 // dX = F(dY, X) element by element (the ai.otter <Op>Grad ops).
 template <typename F>
-class DerivativeKernel : public Kernel {
+class DerivativeKernel : public cpu::DerivativeMapKernel<F> {
  public:
-  explicit DerivativeKernel(F f) : f_(f) {}
-  void run(KernelContext& ctx) override {
-    const Tensor& dy = ctx.input(0);
-    const Tensor& x = ctx.input(1);
-    if (x.dtype() != dy.dtype() || x.dims() != dy.dims())
-      ctx.error(str_cat("input 1 (X) is ", x.describe(), ", expected the type and shape of dY ", dy.describe()));
-    Tensor& dx = ctx.allocate_output(0, dy.dtype(), dy.dims());
-    cpu::visit_float(dy.dtype(), [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      const S* pg = dy.data<S>();
-      const S* px = x.data<S>();
-      S* po = dx.data<S>();
-      cpu::parallel_ranges(
-          dy.numel(),
-          [&](int64_t b, int64_t e) {
-            for (int64_t j = b; j < e; ++j) po[j] = store<S>(f_(load(pg[j]), load(px[j])));
-          },
-          8);
-    });
-  }
-
- private:
-  F f_;
+  explicit DerivativeKernel(F f) : cpu::DerivativeMapKernel<F>(f, check_derivative_inputs, 8) {}
 };
 
 // PRelu(X, slope): slope broadcast one way onto X.
@@ -138,10 +118,7 @@ void register_cpu_math_kernels(KernelRegistry& r) {
 #define OTTER_CLASSIFY(Name) add(r, "", #Name, kFloatTypes, from_attrs<MapKernel<Name##Op, false, true>, Name##Op>());
 #define OTTER_DERIVATIVE(Name) \
   add(r, kOtterDomain, #Name "Grad", kFloatTypes, from_attrs<DerivativeKernel<Name##GradOp>, Name##GradOp>());
-  OTTER_MATH_FLOAT_OPS(OTTER_FLOAT)
-  OTTER_MATH_NUMERIC_OPS(OTTER_NUMERIC)
-  OTTER_MATH_CLASSIFY_OPS(OTTER_CLASSIFY)
-  OTTER_MATH_DERIVATIVE_OPS(OTTER_DERIVATIVE)
+  OTTER_MATH_ALL_OPS(OTTER_FLOAT, OTTER_NUMERIC, OTTER_CLASSIFY, OTTER_DERIVATIVE)
 #undef OTTER_FLOAT
 #undef OTTER_NUMERIC
 #undef OTTER_CLASSIFY

@@ -19,10 +19,8 @@ class MatMulKernel : public Kernel {
   explicit MatMulKernel(const Node&) {}
 
   void run(KernelContext& ctx) override {
-    const Tensor& a = ctx.input(0);
-    const Tensor& b = ctx.input(1);
-    const params::MatMulShape s = params::resolve_matmul(ctx, a, b);
-    OTTER_DISPATCH_FLOAT(a.dtype(), T, [&] { compute<T>(ctx, a, b, s); });
+    const params::MatMulShape s = params::resolve_matmul(ctx);
+    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx, ctx.input(0), ctx.input(1), s); });
   }
 
  private:

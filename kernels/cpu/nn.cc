@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 namespace {
@@ -248,12 +249,14 @@ class LayerNormKernel : public Kernel {
       const double var = cols ? ss / static_cast<double>(cols) : 0.0;
       const A m = static_cast<A>(md);
       const A inv = static_cast<A>(1.0 / std::sqrt(var + static_cast<double>(eps)));
-      if (pbias) {
-        for (int64_t i = 0; i < cols; ++i)
-          q[i] = static_cast<T>((static_cast<A>(p[i]) - m) * inv) * pscale[i] + pbias[i];
-      } else {
-        for (int64_t i = 0; i < cols; ++i) q[i] = static_cast<T>((static_cast<A>(p[i]) - m) * inv) * pscale[i];
-      }
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        if (pbias) {
+          for (int64_t i = 0; i < cols; ++i)
+            q[i] = static_cast<T>((static_cast<A>(p[i]) - m) * inv) * pscale[i] + pbias[i];
+        } else {
+          for (int64_t i = 0; i < cols; ++i) q[i] = static_cast<T>((static_cast<A>(p[i]) - m) * inv) * pscale[i];
+        }
+      });
       store(mean_t, row, m);
       store(inv_t, row, inv);
     }
@@ -355,7 +358,8 @@ class SoftmaxKernel : public cpu::FloatKernel<SoftmaxKernel> {
     const bool par = x.numel() > kParallelWork;
     if (inner == 1) {
 #pragma omp parallel for schedule(static) if (par)
-      for (int64_t o = 0; o < outer; ++o) softmax_contiguous(px + o * d, py + o * d, d, log_);
+      for (int64_t o = 0; o < outer; ++o)
+        cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] { softmax_contiguous(px + o * d, py + o * d, d, log_); });
       return;
     }
     constexpr int64_t kCols = 256;
@@ -363,7 +367,9 @@ class SoftmaxKernel : public cpu::FloatKernel<SoftmaxKernel> {
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t t = 0; t < outer * chunks; ++t) {
       const int64_t o = t / chunks, c0 = (t % chunks) * kCols;
-      softmax_strided(px + o * d * inner, py + o * d * inner, d, inner, c0, std::min(inner, c0 + kCols), log_);
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        softmax_strided(px + o * d * inner, py + o * d * inner, d, inner, c0, std::min(inner, c0 + kCols), log_);
+      });
     }
   }
 

@@ -14,6 +14,7 @@
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 namespace {
@@ -73,7 +74,9 @@ void reduce_pass(const In* x, A* y, int64_t outer, int64_t R, int64_t inner, A i
     };
     if (outer >= nt || outer * R < cpu::kParallelThreshold) {
       cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
-        for (int64_t o = b; o < e; ++o) y[o] = run(x + o * R, 0, R);
+        cpu::isa_dispatch_if<std::is_same_v<A, float>>([&] {
+          for (int64_t o = b; o < e; ++o) y[o] = run(x + o * R, 0, R);
+        });
       }, R);
     } else {
       // Few long runs: split each run across threads and combine the partial results.
@@ -82,7 +85,8 @@ void reduce_pass(const In* x, A* y, int64_t outer, int64_t R, int64_t inner, A i
         std::fill(part.begin(), part.end(), init);
         const In* p = x + o * R;
         cpu::parallel_ranges(R, [&](int64_t b, int64_t e) {
-          part[static_cast<size_t>(omp_get_thread_num())] = run(p, b, e);
+          cpu::isa_dispatch_if<std::is_same_v<A, float>>(
+              [&] { part[static_cast<size_t>(omp_get_thread_num())] = run(p, b, e); });
         });
         A acc = init;
         for (A v : part) acc = comb(acc, v);
@@ -101,11 +105,15 @@ void reduce_pass(const In* x, A* y, int64_t outer, int64_t R, int64_t inner, A i
   };
   if (outer >= nt) {
     cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) rows(o, 0, inner);
+      cpu::isa_dispatch_if<std::is_same_v<A, float>>([&] {
+        for (int64_t o = b; o < e; ++o) rows(o, 0, inner);
+      });
     }, R * inner);
   } else {
     for (int64_t o = 0; o < outer; ++o)
-      cpu::parallel_ranges(inner, [&](int64_t b, int64_t e) { rows(o, b, e); }, R);
+      cpu::parallel_ranges(
+          inner, [&](int64_t b, int64_t e) { cpu::isa_dispatch_if<std::is_same_v<A, float>>([&] { rows(o, b, e); }); },
+          R);
   }
 }
 

@@ -1,11 +1,15 @@
 // Registers every CPU kernel family.
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 
 void register_cpu_attention_kernels(KernelRegistry& r);  // attention.cc: Attention, AttentionGrad (blocked)
+void register_cpu_select_kernels(KernelRegistry& r);  // select.cc: TopK, NonZero, Compress, OneHot, EyeLike
+void register_cpu_collective_kernels(KernelRegistry& r);  // collective.cc: AllReduce (kernels/collective.h)
 
 void register_cpu_kernels(KernelRegistry& r) {
+  cpu::active_isa();  // a bad OTTER_ISA fails here, before any kernel runs
   register_cpu_elementwise_kernels(r);
   register_cpu_reduce_kernels(r);
   register_cpu_shape_kernels(r);
@@ -14,7 +18,12 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_nn_kernels(r);
   register_cpu_math_kernels(r);
   register_cpu_scan_kernels(r);
+  register_cpu_gather_scatter_kernels(r);
+  register_cpu_normalize_kernels(r);
+  register_cpu_resize_kernels(r);
+  register_cpu_select_kernels(r);
   register_cpu_train_kernels(r);
+  register_cpu_collective_kernels(r);
   register_cpu_elementwise_grad_kernels(r);
   register_cpu_conv_grad_kernels(r);
   register_cpu_nn_grad_kernels(r);

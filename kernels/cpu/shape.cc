@@ -190,10 +190,8 @@ class ConstantOfShapeKernel : public Kernel {
  public:
   explicit ConstantOfShapeKernel(const Node& n) : value_(params::constant_of_shape_value(n)) {}
   void run(KernelContext& ctx) override {
-    std::vector<int64_t> dims = int_input(ctx, 0, "shape");
-    for (int64_t d : dims)
-      if (d < 0) ctx.error(str_cat("shape ", dims_to_string(dims), " has a negative dim"));
-    Tensor& out = ctx.allocate_output(0, value_.dtype(), dims);
+    Tensor& out =
+        ctx.allocate_output(0, value_.dtype(), params::constant_of_shape_dims(ctx, int_input(ctx, 0, "shape")));
     OTTER_DISPATCH_BYTES(value_.dtype(), T, [&] {
       T v;
       std::memcpy(&v, value_.raw(), sizeof(T));
@@ -244,14 +242,8 @@ class TriluKernel : public Kernel {
  public:
   explicit TriluKernel(const Node& n) : upper_(n.attr_i("upper", 1) != 0) {}
   void run(KernelContext& ctx) override {
+    const int64_t k = params::trilu_k(ctx, cpu::optional_int_input(ctx, 1, "k"));
     const Tensor& x = ctx.input(0);
-    if (x.rank() < 2) ctx.error(str_cat("input must have rank >= 2, got ", x.describe()));
-    int64_t k = 0;
-    if (ctx.has_input(1)) {
-      auto kv = int_input(ctx, 1, "k");
-      if (kv.size() != 1) ctx.error("k must be a scalar");
-      k = kv[0];
-    }
     Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
     if (x.numel() == 0) return;
     const int64_t rows = x.dim(-2), cols = x.dim(-1), nmat = x.numel() / (rows * cols);

@@ -11,6 +11,7 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/gemm.h"
 #include "graph/op_table.h"
 
@@ -110,8 +111,11 @@ void accumulate_kernel(KernelContext& ctx) {
       if (first) {  // both threads copy: one core cannot saturate the memory bus
         cpu::parallel_ranges(n, [&](int64_t b, int64_t e) { std::memcpy(a + b, gp + b, (e - b) * sizeof(T)); });
       } else {
-#pragma omp parallel for if (n > 32768)
-        for (int64_t i = 0; i < n; ++i) a[i] += gp[i];
+        cpu::parallel_ranges(n, [&](int64_t b, int64_t e) {
+          cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+            for (int64_t i = b; i < e; ++i) a[i] += gp[i];
+          });
+        });
       }
     } else {
 #pragma omp parallel for if (n > 32768)
@@ -237,7 +241,9 @@ void update_elements(int64_t count, Tensor half, F&& update) {
   OTTER_DISPATCH_HALF(half.dtype(), S, [&] {
     S* h = static_cast<S*>(half.raw());
     cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) h[i] = cpu::store<S>(update(i));
+      cpu::isa_dispatch([&] {
+        for (int64_t i = b; i < e; ++i) h[i] = cpu::store<S>(update(i));
+      });
     });
   });
 }
@@ -275,9 +281,11 @@ void sgd_kernel(KernelContext& ctx) {
   const float* gp = g32 ? g.data<float>() : nullptr;
   if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
     cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
-      if (!mp) sgd_range<false, false>(pp + b, gp + b, nullptr, e - b, gs, sp);
-      else if (sp.nesterov) sgd_range<true, true>(pp + b, gp + b, mp + b, e - b, gs, sp);
-      else sgd_range<true, false>(pp + b, gp + b, mp + b, e - b, gs, sp);
+      cpu::isa_dispatch([&] {
+        if (!mp) sgd_range<false, false>(pp + b, gp + b, nullptr, e - b, gs, sp);
+        else if (sp.nesterov) sgd_range<true, true>(pp + b, gp + b, mp + b, e - b, gs, sp);
+        else sgd_range<true, false>(pp + b, gp + b, mp + b, e - b, gs, sp);
+      });
     });
     return;
   }
@@ -331,9 +339,11 @@ void adam_kernel(KernelContext& ctx) {
   const float* gp = g32 ? g.data<float>() : nullptr;
   if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
     cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
-      if (ap.weight_decay == 0.f) adam_range<0>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
-      else if (ap.decoupled) adam_range<2>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
-      else adam_range<1>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
+      cpu::isa_dispatch([&] {
+        if (ap.weight_decay == 0.f) adam_range<0>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
+        else if (ap.decoupled) adam_range<2>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
+        else adam_range<1>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
+      });
     });
     return;
   }

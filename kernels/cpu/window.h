@@ -161,36 +161,50 @@ inline std::vector<Tap2d> tap_table(const Geometry& g, const std::vector<int64_t
   return t;
 }
 
+// The loop bounds the 2-D im2col and its adjoint share: the tap table of `taps`, their count, the
+// output and input plane sizes and the strides.
+struct Loop2d {
+  std::vector<Tap2d> tt;
+  int64_t nt, oh_n, ow_n, ih_n, iw_n, sh, sw;
+  Loop2d(const Geometry& g, const std::vector<int64_t>& taps)
+      : tt(tap_table(g, taps)),
+        nt(static_cast<int64_t>(taps.size())),
+        oh_n(g.out[0]),
+        ow_n(g.out[1]),
+        ih_n(g.in[0]),
+        iw_n(g.in[1]),
+        sh(g.s[0]),
+        sw(g.s[1]) {}
+};
+
 // 2-D im2col over the kernel offsets `taps` (all of them, or live_taps): col[(c*taps.size() + j),
 // out_plane] for offset taps[j], rows `ld` apart, so several images can fill side-by-side column
 // blocks of one matrix. Plain loops over output rows, the ranges computed once per call.
 template <typename T>
 void im2col_2d(const Geometry& g, const T* x, int64_t channels, T* col, const std::vector<int64_t>& taps,
                bool parallel, int64_t ld) {
-  const std::vector<Tap2d> tt = tap_table(g, taps);
-  const int64_t nt = static_cast<int64_t>(taps.size()), oh_n = g.out[0], ow_n = g.out[1], ih_n = g.in[0];
-  const int64_t iw_n = g.in[1], sh = g.s[0], sw = g.s[1];
-#pragma omp parallel for collapse(2) schedule(static) if (parallel && channels * nt * g.out_plane > 32768)
+  const Loop2d l(g, taps);
+#pragma omp parallel for collapse(2) schedule(static) if (parallel && channels * l.nt * g.out_plane > 32768)
   for (int64_t c = 0; c < channels; ++c) {
-    for (int64_t j = 0; j < nt; ++j) {
+    for (int64_t j = 0; j < l.nt; ++j) {
       const T* xc = x + c * g.in_plane;
-      T* dst = col + (c * nt + j) * ld;
-      const AxisRange& w = tt[j].w;
-      for (int64_t oh = 0; oh < oh_n; ++oh) {
-        T* d = dst + oh * ow_n;
-        const int64_t ih = oh * sh + tt[j].h_off;
-        if (ih < 0 || ih >= ih_n) {
-          for (int64_t o = 0; o < ow_n; ++o) d[o] = T(0);
+      T* dst = col + (c * l.nt + j) * ld;
+      const AxisRange& w = l.tt[j].w;
+      for (int64_t oh = 0; oh < l.oh_n; ++oh) {
+        T* d = dst + oh * l.ow_n;
+        const int64_t ih = oh * l.sh + l.tt[j].h_off;
+        if (ih < 0 || ih >= l.ih_n) {
+          for (int64_t o = 0; o < l.ow_n; ++o) d[o] = T(0);
           continue;
         }
-        const T* src = xc + ih * iw_n + w.off;
+        const T* src = xc + ih * l.iw_n + w.off;
         for (int64_t o = 0; o < w.lo; ++o) d[o] = T(0);
-        if (sw == 1) {
+        if (l.sw == 1) {
           for (int64_t o = w.lo; o < w.hi; ++o) d[o] = src[o];
         } else {
-          for (int64_t o = w.lo; o < w.hi; ++o) d[o] = src[o * sw];
+          for (int64_t o = w.lo; o < w.hi; ++o) d[o] = src[o * l.sw];
         }
-        for (int64_t o = w.hi; o < ow_n; ++o) d[o] = T(0);
+        for (int64_t o = w.hi; o < l.ow_n; ++o) d[o] = T(0);
       }
     }
   }
@@ -201,24 +215,22 @@ void im2col_2d(const Geometry& g, const T* x, int64_t channels, T* col, const st
 template <typename T>
 void col2im_add_2d(const Geometry& g, const T* col, int64_t channels, T* x, const std::vector<int64_t>& taps,
                    bool parallel, int64_t ld) {
-  const std::vector<Tap2d> tt = tap_table(g, taps);
-  const int64_t nt = static_cast<int64_t>(taps.size()), oh_n = g.out[0], ow_n = g.out[1], ih_n = g.in[0];
-  const int64_t iw_n = g.in[1], sh = g.s[0], sw = g.s[1];
-#pragma omp parallel for schedule(static) if (parallel && channels * nt * g.out_plane > 32768)
+  const Loop2d l(g, taps);
+#pragma omp parallel for schedule(static) if (parallel && channels * l.nt * g.out_plane > 32768)
   for (int64_t c = 0; c < channels; ++c) {
     T* xc = x + c * g.in_plane;
-    for (int64_t j = 0; j < nt; ++j) {
-      const T* src = col + (c * nt + j) * ld;
-      const AxisRange& w = tt[j].w;
-      for (int64_t oh = 0; oh < oh_n; ++oh) {
-        const int64_t ih = oh * sh + tt[j].h_off;
-        if (ih < 0 || ih >= ih_n) continue;
-        const T* s = src + oh * ow_n;
-        T* d = xc + ih * iw_n + w.off;
-        if (sw == 1) {
+    for (int64_t j = 0; j < l.nt; ++j) {
+      const T* src = col + (c * l.nt + j) * ld;
+      const AxisRange& w = l.tt[j].w;
+      for (int64_t oh = 0; oh < l.oh_n; ++oh) {
+        const int64_t ih = oh * l.sh + l.tt[j].h_off;
+        if (ih < 0 || ih >= l.ih_n) continue;
+        const T* s = src + oh * l.ow_n;
+        T* d = xc + ih * l.iw_n + w.off;
+        if (l.sw == 1) {
           for (int64_t o = w.lo; o < w.hi; ++o) d[o] += s[o];
         } else {
-          for (int64_t o = w.lo; o < w.hi; ++o) d[o * sw] += s[o];
+          for (int64_t o = w.lo; o < w.hi; ++o) d[o * l.sw] += s[o];
         }
       }
     }

@@ -115,6 +115,14 @@ Perf pick_algorithm(const Perf* perf, int count, const char* what) {
   fail(where(), "cuDNN offers no ", what, " algorithm for this convolution");
 }
 
+// The key of a cached plan: X's and W's dims and the dtype (the node's attributes are fixed).
+std::vector<int64_t> plan_key(const Tensor& x, const Tensor& w) {
+  std::vector<int64_t> key = x.dims();
+  key.insert(key.end(), w.dims().begin(), w.dims().end());
+  key.push_back(static_cast<int64_t>(x.dtype()));
+  return key;
+}
+
 struct ForwardPlan {
   std::unique_ptr<ConvDescriptors> desc;
   cudnnConvolutionFwdAlgo_t algo;
@@ -177,9 +185,7 @@ class ConvKernel : public Kernel {
  private:
   const ForwardPlan& plan(CudaDevice& dev, const Tensor& x, const Tensor& w, const std::vector<int64_t>& y,
                           const window::Geometry& g) {
-    std::vector<int64_t> key = x.dims();
-    key.insert(key.end(), w.dims().begin(), w.dims().end());
-    key.push_back(static_cast<int64_t>(x.dtype()));
+    const std::vector<int64_t> key = plan_key(x, w);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
     ForwardPlan p;
@@ -295,9 +301,7 @@ class ConvGradKernel : public Kernel {
  private:
   const BackwardPlan& plan(CudaDevice& dev, const Tensor& x, const Tensor& w, const std::vector<int64_t>& y,
                            const window::Geometry& g) {
-    std::vector<int64_t> key = x.dims();
-    key.insert(key.end(), w.dims().begin(), w.dims().end());
-    key.push_back(static_cast<int64_t>(x.dtype()));
+    const std::vector<int64_t> key = plan_key(x, w);
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
     BackwardPlan p;

@@ -22,8 +22,10 @@ KernelFactory pool_kernel(const std::string& op);         // pool.cu
 KernelFactory nn_kernel(const std::string& op);           // nn.cu: normalisations, dropout
 KernelFactory softmax_loss_kernel(const std::string& op);  // softmax_loss.cu: softmax, losses
 KernelFactory train_kernel(const std::string& op);        // train.cu: accumulation, optimizers, scaler
+KernelFactory gather_scatter_kernel(const std::string& op);  // gather_scatter.cu
+KernelFactory resize_kernel(const std::string& op);  // resize.cu: Resize, ResizeGrad
+KernelFactory normalize_kernel(const std::string& op);  // normalize.cu: Instance/MeanVariance/LpNormalization
 KernelFactory scan_kernel(const std::string& op);         // scan.cu: CumSum, ArgMax, ArgMin
-KernelFactory attention_kernel(const std::string& op);    // attention.cu: Attention, AttentionGrad
 KernelFactory math_kernel(const std::string& op);         // math.cu: trig, rounding, activations, derivatives
 
 // Launch helpers one family lends the others (all on ctx's stream).

@@ -147,12 +147,13 @@ void launch_cast(const KernelContext& ctx, const Tensor& src, Tensor& dst) {
 // ---- kernels by op -----------------------------------------------------------------------------
 
 // Which storage types an op instantiates its functor for.
-enum class Types { kFloat, kNumeric, kAll, kBool };
+enum class Types { kFloat, kNumeric, kUnsigned, kAll, kBool };
 
 template <Types Set, typename F>
 decltype(auto) dispatch_set(DataType t, F&& f) {
   if constexpr (Set == Types::kFloat) return dispatch_float(t, std::forward<F>(f));
   else if constexpr (Set == Types::kNumeric) return dispatch_numeric(t, std::forward<F>(f));
+  else if constexpr (Set == Types::kUnsigned) return dispatch_unsigned(t, std::forward<F>(f));
   else if constexpr (Set == Types::kAll) return dispatch_all(t, std::forward<F>(f));
   else {
     if (t != DataType::kBool) fail_dtype(t, "bool");
@@ -235,6 +236,7 @@ class VariadicKernel : public Kernel {
 class CastKernel : public Kernel {
  public:
   explicit CastKernel(const Node& n) {
+    if (n.op_type() == "CastLike") return;  // the type of input 1, at run time
     const int64_t code = n.attr_i("to", -1);
     to_ = dtype_from_onnx(static_cast<int>(code));
     if (to_ == DataType::kUndefined || to_ == DataType::kFloat64)
@@ -242,11 +244,13 @@ class CastKernel : public Kernel {
   }
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    launch_cast(ctx, x, ctx.allocate_output(0, to_, x.dims()));
+    const DataType to = ctx.num_inputs() > 1 ? ctx.input(1).dtype() : to_;
+    if (to == DataType::kFloat64) ctx.error("CastLike to f64 is not supported on CUDA");
+    launch_cast(ctx, x, ctx.allocate_output(0, to, x.dims()));
   }
 
  private:
-  DataType to_;
+  DataType to_ = DataType::kUndefined;
 };
 
 // Pow: the same numeric type on both sides, or a float base with an exponent of another numeric
@@ -306,8 +310,7 @@ class WhereKernel : public Kernel {
     const Tensor& c = ctx.input(0);
     const Tensor& x = ctx.input(1);
     const Tensor& y = ctx.input(2);
-    if (c.dtype() != DataType::kBool) ctx.error(str_cat("condition must be bool, got ", c.describe()));
-    check_same_dtype(ctx, 1, 2);
+    check_where_inputs(ctx);
     const auto dims = broadcast_or_fail(ctx, {&c, &x, &y});
     Tensor& out = ctx.allocate_output(0, x.dtype(), dims);
     const int64_t n = out.numel();
@@ -391,10 +394,7 @@ class ClipGradKernel : public Kernel {
   explicit ClipGradKernel(const Node&) {}
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
-    check_like(ctx, 1, dy, "X");
-    for (int i = 2; i <= 3; ++i)
-      if (ctx.has_input(i) && (ctx.input(i).numel() != 1 || ctx.input(i).dtype() != dy.dtype()))
-        ctx.error(str_cat("input ", i, " must be a scalar of X's type, got ", ctx.input(i).describe()));
+    check_clip_grad_inputs(ctx);
     dispatch_float(dy.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
       using C = compute_type<S>;
@@ -509,7 +509,18 @@ KernelFactory elementwise_kernel(const std::string& op) {
   if (op == "Xor") return make<BinaryKernel<XorOp, T::kBool, true>>();
   if (op == "Not") return unary<NotOp, T::kBool>();
   if (op == "Where") return make<WhereKernel>();
-  if (op == "Cast") return make<CastKernel>();
+  if (op == "Cast" || op == "CastLike") return make<CastKernel>();
+  if (op == "Mod")
+    return [](const Node& n) -> std::unique_ptr<Kernel> {
+      if (n.attr_i("fmod", 0) != 0) return std::make_unique<BinaryKernel<ModOp<true>, T::kNumeric, false>>(n);
+      return std::make_unique<BinaryKernel<ModOp<false>, T::kNumeric, false>>(n);
+    };
+  if (op == "BitShift")
+    return [](const Node& n) -> std::unique_ptr<Kernel> {
+      if (n.attr_s("direction", "") == "LEFT")
+        return std::make_unique<BinaryKernel<BitShiftOp<true>, T::kUnsigned, false>>(n);
+      return std::make_unique<BinaryKernel<BitShiftOp<false>, T::kUnsigned, false>>(n);
+    };
   // Gradients (ai.otter).
   if (op == "ReluGrad") return make<ActivationGradKernel<ReluGradOp>>(ReluGradOp{});
   if (op == "SigmoidGrad") return make<ActivationGradKernel<SigmoidGradOp>>(SigmoidGradOp{});

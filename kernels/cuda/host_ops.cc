@@ -79,6 +79,10 @@ KernelFactory host_kernel(const std::string& op, const KernelRegistry& cpu) {
   // Outputs computed on the host: Shape and Size read only the input's dims.
   if (op == "Shape" || op == "Size" || op == "Constant") return host_logic(cpu, {}, true);
   if (op == "Range") return host_logic(cpu, {0, 1, 2}, true);
+  // Selecting and generating ops (graph/ops/select.cc): small or data-dependent outputs, computed
+  // on host copies of the inputs.
+  if (op == "TopK" || op == "NonZero" || op == "Compress" || op == "OneHot") return host_logic(cpu, {0, 1, 2}, true);
+  if (op == "EyeLike") return host_logic(cpu, {}, true);
   fail("host_kernel: no CUDA kernel for ", op);
 }
 

@@ -42,6 +42,17 @@ decltype(auto) dispatch_numeric(DataType t, F&& f) {
     default: return dispatch_float(t, std::forward<F>(f));
   }
 }
+// The unsigned integer types (BitShift).
+template <typename F>
+decltype(auto) dispatch_unsigned(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kUInt8: return f(Tag<uint8_t>{});
+    case DataType::kUInt16: return f(Tag<uint16_t>{});
+    case DataType::kUInt32: return f(Tag<uint32_t>{});
+    case DataType::kUInt64: return f(Tag<uint64_t>{});
+    default: fail_dtype(t, "u8, u16, u32 or u64");
+  }
+}
 template <typename F>
 decltype(auto) dispatch_all(DataType t, F&& f) {
   if (t == DataType::kBool) return f(Tag<bool>{});

@@ -2,6 +2,7 @@
 // functions, rounding, Sign, IsNaN / IsInf, the activations HardSigmoid ... Shrink, PRelu (slope
 // broadcast onto X) and the ai.otter derivative ops <Op>Grad(dY, X). The per-element math is the
 // functors of kernels/common/math.h, the same the CPU kernels run; half types compute in float.
+#include "kernels/common/checks.h"
 #include "kernels/common/math_attrs.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -62,8 +63,7 @@ class DerivativeKernel : public Kernel {
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
-    if (x.dtype() != dy.dtype() || x.dims() != dy.dims())
-      ctx.error(str_cat("input 1 (X) is ", x.describe(), ", expected the type and shape of dY ", dy.describe()));
+    check_derivative_inputs(ctx);
     Tensor& dx = ctx.allocate_output(0, dy.dtype(), dy.dims());
     const int64_t n = dy.numel();
     if (n == 0) return;
@@ -122,10 +122,7 @@ KernelFactory math_kernel(const std::string& op) {
   if (op == #Name) return make<MapKernel<Name##Op, false, true>>();
 #define OTTER_DERIVATIVE(Name) \
   if (op == #Name "Grad") return make<DerivativeKernel<Name##GradOp>>();
-  OTTER_MATH_FLOAT_OPS(OTTER_FLOAT)
-  OTTER_MATH_NUMERIC_OPS(OTTER_NUMERIC)
-  OTTER_MATH_CLASSIFY_OPS(OTTER_CLASSIFY)
-  OTTER_MATH_DERIVATIVE_OPS(OTTER_DERIVATIVE)
+  OTTER_MATH_ALL_OPS(OTTER_FLOAT, OTTER_NUMERIC, OTTER_CLASSIFY, OTTER_DERIVATIVE)
 #undef OTTER_FLOAT
 #undef OTTER_NUMERIC
 #undef OTTER_CLASSIFY

@@ -182,9 +182,9 @@ class MatMulKernel : public Kernel {
  public:
   explicit MatMulKernel(const Node&) {}
   void run(KernelContext& ctx) override {
+    const params::MatMulShape s = params::resolve_matmul(ctx);
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
-    const params::MatMulShape s = params::resolve_matmul(ctx, a, b);
     const int64_t m = s.m, k = s.k, n = s.n, nbatch = s.nbatch;
     Tensor& y = ctx.allocate_output(0, a.dtype(), s.out_dims);
     if (nbatch == 0 || m == 0 || n == 0) return;

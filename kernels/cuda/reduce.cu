@@ -46,20 +46,28 @@ __device__ S finish(A acc, int64_t count) {
   return store_value<S>(static_cast<compute_type<S>>(acc));
 }
 
+// The combination of the prepared elements x[base + red(r)] for r = first, first + step, ... < R.
+template <Reduction K, typename S, typename A>
+__device__ A accumulate(const S* x, int64_t base, StridedIndexer<1> red, int64_t R, int64_t first, int64_t step,
+                        A init) {
+  const Combine<K> comb;
+  A acc = init;
+  int64_t off[1];
+  for (int64_t r = first; r < R; r += step) {
+    red.offsets(r, off);
+    acc = comb(acc, prepare<K>(static_cast<A>(load_value(x[base + off[0]]))));
+  }
+  return acc;
+}
+
 // One thread per output: loops over the R reduced elements.
 template <Reduction K, typename S, typename A>
 __global__ void reduce_thread_kernel(int64_t outputs, int64_t R, const S* x, S* y, StridedIndexer<1> kept,
                                      StridedIndexer<1> red, A init) {
-  const Combine<K> comb;
   OTTER_GRID_STRIDE(o, outputs) {
-    int64_t base[1], off[1];
+    int64_t base[1];
     kept.offsets(o, base);
-    A acc = init;
-    for (int64_t r = 0; r < R; ++r) {
-      red.offsets(r, off);
-      acc = comb(acc, prepare<K>(static_cast<A>(load_value(x[base[0] + off[0]]))));
-    }
-    y[o] = finish<K, S>(acc, R);
+    y[o] = finish<K, S>(accumulate<K>(x, base[0], red, R, 0, 1, init), R);
   }
 }
 
@@ -69,14 +77,9 @@ __global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, S* y
                                     StridedIndexer<1> red, A init) {
   const Combine<K> comb;
   OTTER_BLOCK_STRIDE(o, outputs) {
-    int64_t base[1], off[1];
+    int64_t base[1];
     kept.offsets(o, base);
-    A acc = init;
-    for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
-      red.offsets(r, off);
-      acc = comb(acc, prepare<K>(static_cast<A>(load_value(x[base[0] + off[0]]))));
-    }
-    acc = block_reduce(acc, comb, init);
+    const A acc = block_reduce(accumulate<K>(x, base[0], red, R, threadIdx.x, blockDim.x, init), comb, init);
     if (threadIdx.x == 0) y[o] = finish<K, S>(acc, R);
   }
 }

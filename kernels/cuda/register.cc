@@ -12,6 +12,12 @@
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace otter {
+namespace cuda {
+KernelFactory attention_kernel(const std::string& op);  // attention.cu: Attention, AttentionGrad
+}  // namespace cuda
+#ifdef OTTER_HAVE_NCCL
+void register_cuda_collective_kernels(KernelRegistry& r);  // nccl.cc
+#endif
 namespace {
 
 using cuda::NodeScope;
@@ -72,6 +78,10 @@ const Row kRows[] = {
       {onnx, "Pow", kNumeric, elementwise_kernel},
       {onnx, "Min", kNumeric, elementwise_kernel},
       {onnx, "Max", kNumeric, elementwise_kernel},
+      {onnx, "Mod", kNumeric, elementwise_kernel},
+      {onnx, "BitShift", {DataType::kUInt8, DataType::kUInt16, DataType::kUInt32, DataType::kUInt64},
+       elementwise_kernel},
+      {onnx, "CastLike", kAny, elementwise_kernel},
       {onnx, "Neg", kSigned, elementwise_kernel},
       {onnx, "Abs", kNumeric, elementwise_kernel},
       {onnx, "Relu", kSigned, elementwise_kernel},
@@ -121,6 +131,11 @@ const Row kRows[] = {
       {onnx, "Size", kAny, host_logic},
       {onnx, "Constant", kAny, host_logic},
       {onnx, "Range", kAny, host_logic},
+      {onnx, "TopK", kAny, host_logic},
+      {onnx, "NonZero", kAny, host_logic},
+      {onnx, "Compress", kAny, host_logic},
+      {onnx, "OneHot", kAny, host_logic},
+      {onnx, "EyeLike", kAny, host_logic},
       // Data movement (shape.cu).
       {onnx, "Transpose", kAny, shape_kernel},
       {onnx, "Concat", kAny, shape_kernel},
@@ -146,6 +161,20 @@ const Row kRows[] = {
       {onnx, "CumSum", kNumeric, scan_kernel},
       {onnx, "ArgMax", kNumeric, scan_kernel},
       {onnx, "ArgMin", kNumeric, scan_kernel},
+      {onnx, "Hardmax", kFloat, scan_kernel},
+      // Gathers and scatters (gather_scatter.cu).
+      {onnx, "GatherElements", kAny, gather_scatter_kernel},
+      {onnx, "ScatterElements", kAny, gather_scatter_kernel},
+      {onnx, "GatherND", kAny, gather_scatter_kernel},
+      {onnx, "ScatterND", kAny, gather_scatter_kernel},
+      {onnx, "DepthToSpace", kAny, gather_scatter_kernel},
+      {onnx, "SpaceToDepth", kAny, gather_scatter_kernel},
+      // Group normalisations (normalize.cu).
+      {onnx, "InstanceNormalization", kFloat, normalize_kernel},
+      {onnx, "MeanVarianceNormalization", kFloat, normalize_kernel},
+      {onnx, "LpNormalization", kFloat, normalize_kernel},
+      {onnx, "Resize", kFloat, resize_kernel},  // integer Resize: CPU only (no CUDA differential case yet)
+      {otter, "ResizeGrad", kFloat, resize_kernel},
       // GEMMs (matmul.cu, cuBLASLt) and convolution (conv.cu, cuDNN).
       {onnx, "MatMul", kFloat, matmul_kernel},
       {onnx, "Gemm", kFloat, matmul_kernel},
@@ -225,6 +254,9 @@ void register_cuda_kernels(KernelRegistry& r) {
     };
     r.add(std::move(d));
   }
+#ifdef OTTER_HAVE_NCCL
+  register_cuda_collective_kernels(r);  // nccl.cc: AllReduce through the NCCL communicator
+#endif
 }
 
 }  // namespace otter

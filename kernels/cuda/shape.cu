@@ -333,13 +333,7 @@ class TriluKernel : public Kernel {
   explicit TriluKernel(const Node& n) : upper_(n.attr_i("upper", 1) != 0) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    if (x.rank() < 2) ctx.error(str_cat("input must have rank >= 2, got ", x.describe()));
-    int64_t k = 0;
-    if (ctx.has_input(1)) {
-      const auto kv = host_ints(ctx, 1, "k");
-      if (kv.size() != 1) ctx.error("k must be a scalar");
-      k = kv[0];
-    }
+    const int64_t k = params::trilu_k(ctx, optional_host_ints(ctx, 1, "k"));
     Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
     const int64_t n = x.numel();
     if (n == 0) return;
@@ -360,10 +354,8 @@ class ConstantOfShapeKernel : public Kernel {
  public:
   explicit ConstantOfShapeKernel(const Node& n) : value_(params::constant_of_shape_value(n)) {}
   void run(KernelContext& ctx) override {
-    const std::vector<int64_t> dims = host_ints(ctx, 0, "shape");
-    for (int64_t d : dims)
-      if (d < 0) ctx.error(str_cat("shape ", dims_to_string(dims), " has a negative dim"));
-    Tensor& out = ctx.allocate_output(0, value_.dtype(), dims);
+    Tensor& out =
+        ctx.allocate_output(0, value_.dtype(), params::constant_of_shape_dims(ctx, host_ints(ctx, 0, "shape")));
     const int64_t n = out.numel();
     if (n == 0) return;
     dispatch_bytes(value_.dtype(), [&](auto tag) {

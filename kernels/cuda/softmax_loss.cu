@@ -109,6 +109,21 @@ struct LossArgs {
   int reporter;
 };
 
+// Over one position's scores xs[c * inner], c < classes: returns the block's maximum (0 where all
+// are -inf) and sets `sum` to the block's sum of exp(x - max) in double; every thread gets both.
+template <typename S>
+__device__ float block_max_sumexp(const S* xs, int64_t classes, int64_t inner, double& sum) {
+  float mx = -INFINITY;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) mx = fmaxf(mx, load_value(xs[c * inner]));
+  mx = block_reduce(mx, MaxF{}, -INFINITY);
+  if (isinf(mx) && mx < 0) mx = 0;
+  double part = 0;
+  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    part += exp(static_cast<double>(load_value(xs[c * inner]) - mx));
+  sum = block_reduce(part, SumOp{}, 0.0);
+  return mx;
+}
+
 // One block per position: the label's log-probability (log-softmax of the scores, or the input
 // itself for NLL), times its weight; per-position loss and weight go to double scratch.
 template <typename S, typename L, bool kSoftmax>
@@ -121,14 +136,9 @@ __global__ void loss_kernel(LossArgs a, const S* x, const L* labels, const S* we
     const bool in_range = label >= 0 && label < a.classes;
     double lp = 0;
     if (kSoftmax) {
-      float mx = -INFINITY;
-      for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x) mx = fmaxf(mx, load_value(xs[c * a.inner]));
-      mx = block_reduce(mx, MaxF{}, -INFINITY);
-      if (isinf(mx) && mx < 0) mx = 0;
-      double sum = 0;
-      for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x)
-        sum += exp(static_cast<double>(load_value(xs[c * a.inner]) - mx));
-      const double ls = log(block_reduce(sum, SumOp{}, 0.0));
+      double sum;
+      const float mx = block_max_sumexp(xs, a.classes, a.inner, sum);
+      const double ls = log(sum);
       if (log_prob) {
         S* lps = log_prob + nb * a.classes * a.inner + d;
         for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x)
@@ -354,14 +364,9 @@ __global__ void loss_grad_kernel(LossArgs a, const S* dl, bool per_position, con
         gs[c * a.inner] = store_value<S>(static_cast<float>(at_label && c == l ? -g : 0.0));
       continue;
     }
-    float mx = -INFINITY;
-    for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x) mx = fmaxf(mx, load_value(xs[c * a.inner]));
-    mx = block_reduce(mx, MaxF{}, -INFINITY);
-    if (isinf(mx) && mx < 0) mx = 0;
-    double sum = 0;
-    for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x)
-      sum += exp(static_cast<double>(load_value(xs[c * a.inner]) - mx));
-    const double inv = 1.0 / block_reduce(sum, SumOp{}, 0.0);
+    double sum;
+    const float mx = block_max_sumexp(xs, a.classes, a.inner, sum);
+    const double inv = 1.0 / sum;
     for (int64_t c = threadIdx.x; c < a.classes; c += blockDim.x) {
       const double prob = exp(static_cast<double>(load_value(xs[c * a.inner]) - mx)) * inv;
       gs[c * a.inner] = store_value<S>(static_cast<float>((prob - (c == l ? 1.0 : 0.0)) * g));

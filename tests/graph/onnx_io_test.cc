@@ -499,9 +499,11 @@ TEST(OnnxIoTest, InitializerDataErrors) {
   }
   {
     onnx::ModelProto m = empty_model();
-    add_init(m, "u16", onnx::TensorProto::UINT16, {1})->add_int32_data(1);
-    add_output(m, "u16");
-    expect_error([&] { import_proto(m); }, {"initializer 'u16'", "UINT16"});
+    auto* c = add_init(m, "c64", onnx::TensorProto::COMPLEX64, {1});
+    c->add_float_data(1);
+    c->add_float_data(0);
+    add_output(m, "c64");
+    expect_error([&] { import_proto(m); }, {"initializer 'c64'", "COMPLEX64"});
   }
   {
     onnx::ModelProto m = empty_model();
@@ -683,11 +685,19 @@ TEST(OnnxIoTest, KnownOpAtUnsupportedOpset) {
 }
 
 TEST(OnnxIoTest, OpsetOutOfRange) {
-  for (int v : {12, 22}) {
+  for (int v : {22, 30}) {
     onnx::ModelProto m = empty_model(v);
     add_init(m, "c", onnx::TensorProto::FLOAT, {})->add_float_data(1);
     add_output(m, "c");
     expect_error([&] { import_proto(m); }, {"opset " + std::to_string(v), "13 to 21"});
+  }
+  {  // opsets 1..12 are upgraded to 13 by ONNX's version converter, and the graph says from which
+    onnx::ModelProto m = empty_model(12);
+    add_init(m, "c", onnx::TensorProto::FLOAT, {})->add_float_data(1);
+    add_output(m, "c");
+    auto g = import_proto(m);
+    EXPECT_EQ(g->opset_imports.at(""), 13);
+    EXPECT_EQ(g->upgraded_from_opset, 12);
   }
   onnx::ModelProto m = empty_model(17);
   auto* op = m.add_opset_import();

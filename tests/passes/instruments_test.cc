@@ -151,7 +151,7 @@ TEST(PassManager, PreconditionNamesThePassToRunFirst) {
 
 TEST(PassManager, DisableLeavesPassesOutOfNamedPipelines) {
   PassManager pm;
-  pm.set_disabled({"canonicalize", "eval-mode"});
+  pm.set_disabled({"batchnorm-mode", "canonicalize", "freeze-unreachable", "eval-mode"});
   pm.add_pipeline("default-train");
   std::string text = pm.pipeline_text();
   EXPECT_EQ(text.rfind("fuse-attention,add-loss{type=ce},autodiff,grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001}", 0), 0u)

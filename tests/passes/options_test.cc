@@ -6,9 +6,11 @@
 
 #include "graph/error.h"
 #include "passes/add_loss.h"
+#include "passes/all_reduce.h"
 #include "passes/autodiff.h"
-#include "passes/grad_accumulation.h"
+#include "passes/batchnorm_mode.h"
 #include "passes/fuse_attention.h"
+#include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
 #include "passes/memory_plan.h"
@@ -16,6 +18,7 @@
 #include "passes/optimizer.h"
 #include "passes/pass_manager.h"
 #include "passes/pipelines.h"
+#include "passes/recompute.h"
 
 namespace otter {
 namespace {
@@ -107,7 +110,8 @@ void expect_round_trip(const std::string& pass, const S& s) {
 }
 
 TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
-  std::set<std::string> covered{"canonicalize", "eval-mode", "cast-elimination", "hoist-weight-casts"};
+  std::set<std::string> covered{"canonicalize", "eval-mode", "cast-elimination", "hoist-weight-casts",
+                                "freeze-unreachable"};
   AddLossOptions add;
   add.type = LossType::kMse;
   add.output = "y";
@@ -153,11 +157,15 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   lora.dropout = 0.1;
   lora.seed = 7;
   expect_round_trip("lora", lora);
-  FuseAttentionOptions fa;
-  fa.gqa = false;
-  expect_round_trip("fuse-attention", fa);
+  expect_round_trip("batchnorm-mode", BatchNormModeOptions{BatchNormMode::kFrozen});
+  RecomputeOptions rc;
+  rc.policy = RecomputePolicy::kAuto;
+  rc.budget.bytes = 3 << 20;
+  expect_round_trip("recompute", rc);
+  expect_round_trip("all-reduce", AllReduceOptions{4, ByteSize{1 << 20}});
+  expect_round_trip("fuse-attention", FuseAttentionOptions{false, false});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
-                        "memory-plan", "lora", "fuse-attention"})
+                        "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce", "fuse-attention"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";
@@ -274,6 +282,8 @@ TEST(PassOptions, TrainingPipelineOptionsReachThePassStructs) {
   o.optimizer.type = OptimizerType::kAdam;
   o.optimizer.clip_norm = 2;
   o.freeze = {"fc1.*"};
+  o.all_reduce.world = 2;
+  o.all_reduce.bucket = ByteSize{4096};
   PassManager pm;
   pm.add_pipeline(training_pipeline(o));
   std::map<std::string, const Pass*> by_name;
@@ -290,6 +300,7 @@ TEST(PassOptions, TrainingPipelineOptionsReachThePassStructs) {
   EXPECT_EQ(typed("grad-accumulation", GradAccumulationOptions{}).steps, 3);
   EXPECT_TRUE(typed("optimizer", OptimizerOptions{}) == o.optimizer);
   EXPECT_EQ(typed("autodiff", AutodiffOptions{}).freeze, o.freeze);
+  EXPECT_TRUE(typed("all-reduce", AllReduceOptions{}) == o.all_reduce);
   EXPECT_EQ(LossSpec::parse("model:total").value_name(), "total");
   EXPECT_EQ(LossSpec::parse("model:total").text(), "model:total");
   EXPECT_EQ(LossSpec::parse("ce").text(), "ce");

@@ -55,7 +55,7 @@ def test_list_passes_equals_otter_opt():
     text = otter_opt("--list-passes").stdout
     names = [line.split(":")[0] for line in text.splitlines() if line and not line.startswith(" ")]
     assert sorted(passes) == sorted(names)
-    assert passes["default-train"]["pipeline"].startswith("canonicalize,")
+    assert passes["default-train"]["pipeline"].startswith("batchnorm-mode,canonicalize,")
     opt = {o["name"]: o for o in passes["optimizer"]["options"]}
     assert opt["type"]["choices"] == ["sgd", "momentum", "adam", "adamw"]
 

@@ -22,7 +22,7 @@ std::unique_ptr<TrainingSession> session(const std::string& batchnorm) {
   o.device = "cpu";
   o.pipeline.optimizer.type = OptimizerType::kSgd;
   o.pipeline.optimizer.lr = 0.1;
-  o.batchnorm = batchnorm;
+  o.pipeline.batchnorm.mode = parse_enum<BatchNormMode>(batchnorm, "batchnorm mode");
   return TrainingSession::create(kModel, o);
 }
 
@@ -81,7 +81,7 @@ TEST(BatchNormTrain, FrozenKeepsTheExportedStatistics) {
 }
 
 TEST(BatchNormTrain, BadModeIsOneClearError) {
-  EXPECT_NE(error_of([] { session("eval"); }).find("batchnorm mode must be train or frozen"), std::string::npos);
+  EXPECT_NE(error_of([] { session("eval"); }).find("batchnorm mode must be train or frozen, got 'eval'"), std::string::npos);
 }
 
 }  // namespace

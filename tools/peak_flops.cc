@@ -1,0 +1,75 @@
+// Measures the GEMM peak otter-bench compares each model's step rate with (see peak_flops.h).
+#include "tools/peak_flops.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+namespace otter {
+
+namespace {
+
+// Best rate of `gemm` (2*n^3 FLOPs per call) over `repeats` timed calls after one untimed call.
+template <typename F>
+double best_rate(int64_t n, int repeats, F gemm) {
+  gemm();
+  double best = 0;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    gemm();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / s);
+  }
+  return best;
+}
+
+std::string describe(const char* fn, int64_t n, int repeats) {
+  char b[96];
+  std::snprintf(b, sizeof b, "OpenBLAS %s %lld^3, best of %d", fn, static_cast<long long>(n), std::max(1, repeats));
+  return b;
+}
+
+// cblas_sbgemm's signature (OpenBLAS cblas.h, bfloat16 = uint16_t).
+using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
+                          const uint16_t*, blasint, const uint16_t*, blasint, float, float*, blasint);
+
+}  // namespace
+
+PeakFlops measure_sgemm_peak(int64_t n, int repeats) {
+  std::vector<float> a(static_cast<size_t>(n * n), 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
+  const auto m = static_cast<blasint>(n);
+  PeakFlops p;
+  p.flops = best_rate(n, repeats, [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, a.data(), m, b.data(), m, 0.0f, c.data(), m);
+  });
+  p.how = describe("sgemm", n, repeats);
+  return p;
+}
+
+PeakFlops measure_bf16_peak(int64_t n, int repeats) {
+  PeakFlops p;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    p.unavailable = "the CPU has no avx512_bf16";
+    return p;
+  }
+  auto fn = reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
+  if (!fn) {
+    p.unavailable = "the loaded OpenBLAS does not export cblas_sbgemm";
+    return p;
+  }
+  std::vector<uint16_t> a(static_cast<size_t>(n * n), 0x3f00), b(a.size(), 0x3e80);  // 0.5, 0.25
+  std::vector<float> c(a.size(), 0.0f);
+  const auto m = static_cast<blasint>(n);
+  p.flops = best_rate(n, repeats, [&] {
+    fn(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, a.data(), m, b.data(), m, 0.0f, c.data(), m);
+  });
+  p.how = describe("sbgemm", n, repeats);
+  return p;
+}
+
+}  // namespace otter

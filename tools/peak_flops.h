@@ -1,0 +1,24 @@
+// The machine's measured GEMM peak for otter-bench's "fraction of the limit": the best rate of a
+// large square OpenBLAS sgemm at the current OpenBLAS thread count, and of a bf16 GEMM with fp32
+// accumulation (OpenBLAS cblas_sbgemm) where the CPU has bf16 dot products and the loaded OpenBLAS
+// exports that function. A peak that cannot be measured says why in `unavailable`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace otter {
+
+struct PeakFlops {
+  double flops = 0;         // FLOP/s, 0 when unavailable
+  std::string how;          // "OpenBLAS sgemm 2048^3, best of 3"
+  std::string unavailable;  // why there is no figure (empty when there is one)
+};
+
+// fp32: cblas_sgemm of n x n by n x n, one untimed run, then the best of `repeats`.
+PeakFlops measure_sgemm_peak(int64_t n, int repeats);
+// bf16 inputs, fp32 accumulation and output: cblas_sbgemm looked up at run time (Debian's
+// OpenBLAS 0.3.21 does not export it), only on a CPU with avx512_bf16.
+PeakFlops measure_bf16_peak(int64_t n, int repeats);
+
+}  // namespace otter
