@@ -1,4 +1,5 @@
-// fuse-attention pass (see fuse_attention.h).
+// fuse-attention pass (see fuse_attention.h). Identity Casts (to the input's own type, as GPT-2's and
+// LLaMA's exports keep `.to(dtype)` calls) between the steps of the chain are looked through and removed.
 #include "passes/fuse_attention.h"
 
 #include <algorithm>

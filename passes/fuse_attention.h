@@ -13,8 +13,7 @@
 //   P = Dropout(P) only when it is the identity (no training_mode, or constant ratio 0 / training
 //       false); Dropout that drops in training is not fused (counter skipped_dropout)
 //   Y = MatMul(P, V)
-// every intermediate used once; identity Casts (to the input's own type, as exports keep `.to(dtype)`)
-// between the steps are looked through and removed. With `gqa`, K and V expanded from fewer heads
+// every intermediate used once. With `gqa`, K and V expanded from fewer heads
 // (Reshape(Expand(Unsqueeze(kv, axis 2))), Hugging Face's repeat_kv) are read unexpanded: the
 // Attention node takes H/Hk query heads per K/V head. Counters: fused, gqa, skipped_dropout.
 // `fuse-attention{enabled=false}` does nothing (otter-train --fuse-attention off leaves the pass out).

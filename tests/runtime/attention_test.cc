@@ -125,7 +125,7 @@ TEST(FusedAttention, GptTrainsToTheSameLosses) {
     TrainingOptions o;
     o.batch_size = 8;
     o.pipeline.optimizer.lr = 3e-3;
-    o.pipeline.fuse_attention = fuse;
+    o.pipeline.fuse_attention.enabled = fuse;
     auto s = TrainingSession::create(model_file("gpt/gpt.onnx"), o);
     int64_t attention = 0, softmax = 0;
     for (const auto& node : s->graph().nodes()) {
