@@ -71,7 +71,8 @@ void add_known(int64_t& a, int64_t b) { a = (a < 0 || b < 0) ? -1 : a + b; }
 int64_t mul_known(int64_t a, int64_t b) { return (a < 0 || b < 0) ? -1 : a * b; }
 
 enum class Cost : uint8_t {
-  kElementwise, kNone, kMatMul, kGemm, kGemmAccumulate, kConv, kConvTranspose, kConvGrad, kPool, kPoolGrad, kReduce
+  kElementwise, kNone, kMatMul, kGemm, kGemmAccumulate, kConv, kConvTranspose, kConvGrad, kPool, kPoolGrad, kReduce,
+  kAttention, kAttentionGrad
 };
 
 Cost cost_class(const Node& n) {
@@ -90,6 +91,7 @@ Cost cost_class(const Node& n) {
       {"GemmAccumulate", Cost::kGemmAccumulate}, {"SumToShape", Cost::kReduce},
       {"ConvGrad", Cost::kConvGrad}, {"MaxPoolGrad", Cost::kPoolGrad}, {"AveragePoolGrad", Cost::kPoolGrad},
       {"GlobalNormSq", Cost::kReduce}, {"AllFinite", Cost::kReduce},
+      {"Attention", Cost::kAttention}, {"AttentionGrad", Cost::kAttentionGrad},
   };
   const auto& table = n.domain() == kOtterDomain ? kOtter : kOnnx;
   auto it = table.find(n.op_type());
@@ -112,6 +114,15 @@ int64_t node_flops(const Node& n, const Sizer& s) {
   switch (cost_class(n)) {
     case Cost::kNone: return 0;
     case Cost::kMatMul: return mul_known(mul_known(2, out), s.dim(n.input(0), -1));
+    // The GEMMs of the unfused graph it replaces (masked blocks counted too): Q Kt and P V forward,
+    // twice that backward (dV, dP, dQ, dK; the recomputed scores are not counted).
+    case Cost::kAttention:
+    case Cost::kAttentionGrad: {
+      const bool grad = cost_class(n) == Cost::kAttentionGrad;
+      int64_t qv = s.numel(n.input(grad ? 1 : 0));  // Q
+      add_known(qv, s.numel(grad ? n.input(5) : n.output(0)));  // Y
+      return mul_known(mul_known(grad ? 4 : 2, qv), s.dim(n.input(grad ? 2 : 1), -1));
+    }
     case Cost::kGemm: {
       int64_t f = mul_known(mul_known(2, out), gemm_k(n, s));
       if (n.has_input(2)) add_known(f, out);

@@ -64,6 +64,7 @@ std::string gradient_pipeline(const TrainingPipelineOptions& o) {
   std::string text = pass_text("batchnorm-mode", o.batchnorm) + ",canonicalize";
   if (!o.lora.targets.empty()) text += "," + lora_step(o);
   text += ",freeze-unreachable";
+  if (o.fuse_attention.enabled) text += "," + pass_text("fuse-attention", o.fuse_attention);
   if (!o.loss.from_model()) text += "," + pass_text("add-loss", o.loss.add);
   if (o.precision != Precision::kFp32) text += "," + mixed_precision_step(o);
   text += "," + autodiff_step(o);
@@ -106,6 +107,13 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   }
   // Once the adapters are connected, parameters no differentiable path takes to an output freeze.
   steps.push_back("freeze-unreachable");
+  // Attention fuses in the forward graph: mixed precision casts the fused op as one GEMM-like op,
+  // autodiff differentiates it (ai.otter.AttentionGrad recomputes the probabilities per block
+  // instead of keeping them) and recompute sees one contraction to keep, not a Softmax to redo.
+  // After lora (its targets are the q/k/v projections, which fusion leaves alone) and after
+  // freeze-unreachable (it reads the exported ops). An optimisation: left out where not registered.
+  if (o.fuse_attention.enabled && registry.has("fuse-attention"))
+    steps.push_back(pass_text("fuse-attention", o.fuse_attention));
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
   if (!o.loss.from_model()) steps.push_back(pass_text("add-loss", o.loss.add));

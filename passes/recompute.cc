@@ -43,7 +43,8 @@ bool is_random(const Node& n) {
 bool is_expensive(const Node& n) {
   static const std::set<std::string> ops = {"MatMul",        "Gemm",        "Conv",           "ConvTranspose", "Einsum",
                                             "MatMulInteger", "ConvInteger", "QLinearMatMul",  "QLinearConv",   "LSTM",
-                                            "GRU",           "RNN",         "GemmAccumulate", "ConvGrad"};
+                                            "GRU",           "RNN",         "GemmAccumulate", "ConvGrad",
+                                            "Attention",     "AttentionGrad"};
   return ops.count(n.op_type()) != 0;
 }
 

@@ -5,8 +5,8 @@
 //
 // `recompute{policy=none|cheap|layers|auto, budget=BYTES}`, between autodiff (and loss-scale) and
 // grad-accumulation (passes/pipelines.cc). What is recomputed:
-//   cheap   forward values produced by cheap ops (everything but MatMul, Gemm, Conv and the other
-//           contractions: element-wise ops, Cast, normalisations, Softmax, data movement), from
+//   cheap   forward values produced by cheap ops (everything but MatMul, Gemm, Conv, ai.otter.Attention
+//           and the other contractions: element-wise ops, Cast, normalisations, Softmax, data movement), from
 //           values the backward graph keeps anyway, through chains of up to four cheap ops.
 //   layers  only layer boundaries are kept: the residual stream (an Add of two activations that is
 //           a cut of the forward graph: every later forward node depends on the inputs only through

@@ -5,6 +5,7 @@
 #include "passes/canonicalize.h"
 #include "passes/cast_elimination.h"
 #include "passes/eval_mode.h"
+#include "passes/fuse_attention.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/batchnorm_mode.h"
@@ -26,6 +27,7 @@ void register_all_passes(PassRegistry& r) {
   r.add("batchnorm-mode", [] { return std::make_unique<BatchNormModePass>(); });
   r.add("lora", [] { return std::make_unique<LoraPass>(); });
   r.add("freeze-unreachable", [] { return std::make_unique<FreezeUnreachablePass>(); });
+  r.add("fuse-attention", [] { return std::make_unique<FuseAttentionPass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("mixed-precision", [] { return std::make_unique<MixedPrecisionPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });

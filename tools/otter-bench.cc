@@ -139,6 +139,7 @@ struct Settings {
   LoraOptions lora;  // fine-tune adapters when lora.targets is set
   RecomputePolicy recompute = RecomputePolicy::kNone;
   int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
+  bool fuse_attention = true;  // the fuse-attention pass (--fuse-attention on|off)
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -195,6 +196,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.optimizer.lr = st.lr;
   o.pipeline.lora = st.lora;
   o.pipeline.recompute.policy = st.recompute;
+  o.pipeline.fuse_attention.enabled = st.fuse_attention;
   o.device = st.device;
   if (st.ranks > 1) o.pipeline.all_reduce = {st.ranks, o.pipeline.all_reduce.bucket, st.zero};
   auto session = TrainingSession::create(m.path, o);
@@ -508,6 +510,7 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"ranks", true, "also run the step data-parallel on N ranks (mpirun on this machine) against one process "
                       "with the same global batch (--accum N*K)", "N"},
       {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
+      {"fuse-attention", true, "on|off (default on): the fuse-attention pass (passes/fuse_attention.h)", "on|off"},
       {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
       {"help", false, "show this help"},
   };
@@ -524,6 +527,9 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   OTTER_CHECK(st.zero == 0 || st.zero == 1, "otter-bench: --zero must be 0 or 1");
   if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
   st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
+  const std::string fuse = args.get("fuse-attention", "on");
+  OTTER_CHECK(fuse == "on" || fuse == "off", "otter-bench: --fuse-attention must be on or off, got '", fuse, "'");
+  st.fuse_attention = fuse == "on";
   OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
   OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
               "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");

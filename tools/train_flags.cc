@@ -100,6 +100,19 @@ void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
   if (!(s == default_loss_scale(p.precision))) p.loss_scale = s;
 }
 
+cli::FlagSpec fuse_attention_flag() {
+  return {"fuse-attention", true,
+          "on|off (default on): fuse scaled-dot-product attention into ai.otter.Attention (fuse-attention pass)",
+          "on|off"};
+}
+
+void read_fuse_attention_flag(const cli::Args& args, TrainingPipelineOptions& p) {
+  if (!args.has("fuse-attention")) return;
+  const std::string f = args.get("fuse-attention");
+  if (f != "on" && f != "off") fail("--fuse-attention must be on or off, got '", f, "'");
+  p.fuse_attention.enabled = f == "on";
+}
+
 // Flags of LoRA fine-tuning and initial values (train and grad share them).
 std::vector<cli::FlagSpec> lora_flags() {
   return {
@@ -135,6 +148,7 @@ std::vector<cli::FlagSpec> train_flags() {
   };
   for (auto& b : budget_flags()) rest.push_back(b);
   for (auto& p : precision_flags()) rest.push_back(p);
+  rest.push_back(fuse_attention_flag());
   std::vector<cli::FlagSpec> more = {
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "NAME"},
       {"lr", true, "learning rate (default 1e-3)", "LR"},
@@ -209,6 +223,7 @@ TrainingOptions read_training_flags(const cli::Args& args) {
   o.pipeline.loss = read_loss_flags(args);
   o.pipeline.accum = positive(args, "accum", 1);
   read_precision_flags(args, o.pipeline);
+  read_fuse_attention_flag(args, o.pipeline);
   o.pipeline.optimizer = read_optimizer_flags(args);
   if (args.has("freeze")) o.pipeline.freeze = split_commas(args.get("freeze"));
   o.pipeline.batchnorm.mode = args.get_enum("batchnorm", o.pipeline.batchnorm.mode);

@@ -25,6 +25,9 @@ int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt);
 // Flags of mixed precision and loss scaling (train and grad share them; grad has no interval).
 std::vector<cli::FlagSpec> precision_flags(bool interval = true);
 void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p);
+// --fuse-attention on|off (train and grad share it): TrainingPipelineOptions::fuse_attention.enabled.
+cli::FlagSpec fuse_attention_flag();
+void read_fuse_attention_flag(const cli::Args& args, TrainingPipelineOptions& p);
 // Flags of LoRA fine-tuning and initial values (train and grad share them).
 std::vector<cli::FlagSpec> lora_flags();
 void read_lora_flags(const cli::Args& args, int64_t seed, TrainingPipelineOptions& p, TrainingOptions* o);

@@ -308,6 +308,8 @@ void register_nn_grad_ops(OpTable& t) {
 
 }  // namespace
 
+void register_attention_ops(OpTable& t);  // graph/ops/attention.cc
+
 void register_nn_ops(OpTable& t) {
   using P = PrecisionClass;
   constexpr int kMax = kMaxOnnxOpset;
@@ -334,6 +336,7 @@ void register_nn_ops(OpTable& t) {
   // Inference-mode Dropout returns its input as is.
   t.mutable_find("", "Dropout", kMax)->views = {{0, 0}};
   register_matmul_conv_ops(t);
+  register_attention_ops(t);
   register_nn_grad_ops(t);
 }
 

@@ -4,6 +4,7 @@
 
 namespace otter {
 
+void register_cpu_attention_kernels(KernelRegistry& r);  // attention.cc: Attention, AttentionGrad (blocked)
 void register_cpu_select_kernels(KernelRegistry& r);  // select.cc: TopK, NonZero, Compress, OneHot, EyeLike
 void register_cpu_collective_kernels(KernelRegistry& r);  // collective.cc: AllReduce (kernels/collective.h)
 
@@ -27,6 +28,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_conv_grad_kernels(r);
   register_cpu_nn_grad_kernels(r);
   register_cpu_shape_grad_kernels(r);
+  register_cpu_attention_kernels(r);
   register_cpu_half_kernels(r);  // last: it derives half kernels from the float32 ones above
 }
 

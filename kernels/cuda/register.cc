@@ -12,6 +12,9 @@
 #include "kernels/cuda/cuda_kernels.h"
 
 namespace otter {
+namespace cuda {
+KernelFactory attention_kernel(const std::string& op);  // attention.cu: Attention, AttentionGrad
+}  // namespace cuda
 #ifdef OTTER_HAVE_NCCL
 void register_cuda_collective_kernels(KernelRegistry& r);  // nccl.cc
 #endif
@@ -202,6 +205,8 @@ const Row kRows[] = {
       {otter, "ClipGrad", kFloat, elementwise_kernel},
       {otter, "DropoutGrad", kFloat, elementwise_kernel},
       {otter, "SoftmaxGrad", kFloat, softmax_loss_kernel},
+      {otter, "Attention", kFloat, attention_kernel},
+      {otter, "AttentionGrad", kFloat, attention_kernel},
       {otter, "LogSoftmaxGrad", kFloat, softmax_loss_kernel},
       {otter, "SoftmaxCrossEntropyLossGrad", kFloat, softmax_loss_kernel},
       {otter, "NegativeLogLikelihoodLossGrad", kFloat, softmax_loss_kernel},

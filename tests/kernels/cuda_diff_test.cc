@@ -428,6 +428,13 @@ std::vector<Case> grad_cases() {
   grad("SoftmaxGrad_inner_axis", "SoftmaxGrad", {T({2, 7, 3}), Tu({2, 7, 3}, 0, 1)}, {{"axis", int64_t{1}}});
   grad("LogSoftmaxGrad_last_axis", "LogSoftmaxGrad", {T({5, 37}), Tu({5, 37}, -6, 0)});
   grad("LogSoftmaxGrad_inner_axis", "LogSoftmaxGrad", {T({2, 7, 3}), Tu({2, 7, 3}, -6, 0)}, {{"axis", int64_t{1}}});
+  // Fused attention (graph/ops/attention.cc): Q [2,2,5,4], Kt [2,2,4,7], V [2,2,7,3], an additive mask.
+  const std::map<std::string, Attribute> attention{{"scale", 0.5f}, {"mask_mode", "add"}};
+  grad("Attention_add_mask", "Attention", {T({2, 2, 5, 4}), T({2, 2, 4, 7}), T({2, 2, 7, 3}), T({5, 7})}, attention, 2);
+  grad("AttentionGrad_add_mask", "AttentionGrad",
+       {T({2, 2, 5, 3}), T({2, 2, 5, 4}), T({2, 2, 4, 7}), T({2, 2, 7, 3}), T({5, 7}), T({2, 2, 5, 3}),
+        Tu({2, 2, 5}, 2, 3)},
+       attention, 3);
   const In labels = vals(I64, {6}, {0, 4, 2, 1, 2, 3});
   for (const char* red : {"none", "sum", "mean"}) {
     const In dl = std::string(red) == "none" ? T({6}) : Tv({}, {1.3});

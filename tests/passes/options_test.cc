@@ -9,6 +9,7 @@
 #include "passes/all_reduce.h"
 #include "passes/autodiff.h"
 #include "passes/batchnorm_mode.h"
+#include "passes/fuse_attention.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
@@ -163,8 +164,9 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   expect_round_trip("recompute", rc);
   expect_round_trip("all-reduce", AllReduceOptions{4, ByteSize{1 << 20}});
   expect_round_trip("all-reduce", AllReduceOptions{2, ByteSize{int64_t{25} << 20}, 1});
+  expect_round_trip("fuse-attention", FuseAttentionOptions{false, false});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
-                        "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce"})
+                        "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce", "fuse-attention"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";

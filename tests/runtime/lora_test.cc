@@ -97,6 +97,10 @@ TEST(LoraGpt, TenAdamWStepsMergedExportAndFrozenBase) {
     ++adapters;
   }
   EXPECT_EQ(adapters, 12);
+  // The adapted q and v projections feed fused attention (fuse-attention runs after lora).
+  int fused = 0;
+  for (const auto& n : s->graph().nodes()) fused += n->domain() == "ai.otter" && n->op_type() == "Attention";
+  EXPECT_EQ(fused, 2);
   for (const std::string& n : s->state_names())
     EXPECT_TRUE(n.find(".lora_") != std::string::npos || n.rfind("optimizer.", 0) == 0) << "state " << n;
 

@@ -1,0 +1,290 @@
+// CPU kernels of ai.otter.Attention and ai.otter.AttentionGrad (graph/ops/attention.cc), blocked
+// in the manner of flash attention: the [S, T] score matrix of a head is never held whole.
+//
+// Forward: each task takes a block of query rows of one head and walks the key blocks, keeping
+// only the running row maximum m, the running sum l of exp(score - m) and the unnormalised
+// output; a new block rescales both by exp(m_old - m_new) (the online softmax). The output is
+// acc / l and LSE = m + log(l), kept for the backward pass instead of the probabilities.
+// Backward: each task takes one K/V head (and the query heads that read it, so grouped-query
+// gradients add up without races) and recomputes P = exp(score - LSE) block by block:
+//   dV += P^T dY,  dP = dY V^T,  dS = P * (dP - rowsum(dY * Y)),
+//   dQ += scale * dS K,  dK += scale * dS^T Q   (masked-out replaced scores get dS = 0).
+// Blocks whose scores the mask sets to -inf everywhere (the causal upper triangle) are skipped.
+// The GEMMs are OpenBLAS calls small enough to run on the calling thread (kernels/cpu/gemm.h), so
+// the tasks run in parallel under OpenMP. float32 and float64; half types widen (kernels/cpu/half.cc).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "graph/op_table.h"
+#include "kernels/common/attention_params.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/gemm.h"
+
+namespace otter {
+namespace {
+
+using cpu::gemm;
+
+using params::AttnAttrs;
+using params::AttnShape;
+using params::MaskMode;
+
+// The mask broadcast to [..., H, S, T]: per (leading position, head) an offset, and the strides of
+// the S and T axes (0 where the mask broadcasts).
+template <typename T>
+struct MaskView {
+  MaskMode mode = MaskMode::kNone;
+  T fill = 0;
+  std::vector<T> add;           // kAdd: the mask in T
+  const bool* flags = nullptr;  // fill modes
+  std::vector<int64_t> off;     // per bh index
+  int64_t ss = 0, st = 0;
+
+  bool replaced(int64_t i) const { return flags[i] == (mode == MaskMode::kFillTrue); }
+  // True when every score of the block is -inf after masking: the block adds nothing.
+  bool dead(int64_t o, int64_t q0, int64_t rows, int64_t k0, int64_t cols) const {
+    if (mode == MaskMode::kNone || (mode != MaskMode::kAdd && fill != -std::numeric_limits<T>::infinity()))
+      return false;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t at = o + (q0 + i) * ss + (k0 + j) * st;
+        if (mode == MaskMode::kAdd ? add[at] != -std::numeric_limits<T>::infinity() : !replaced(at)) return false;
+      }
+    return true;
+  }
+  // Scales a block of scores (row stride ld) and applies the mask.
+  void apply(T* sc, int64_t ld, T scale, int64_t o, int64_t q0, int64_t rows, int64_t k0, int64_t cols) const {
+    for (int64_t i = 0; i < rows; ++i) {
+      T* row = sc + i * ld;
+      const int64_t base = o + (q0 + i) * ss + k0 * st;
+      for (int64_t j = 0; j < cols; ++j) {
+        row[j] *= scale;
+        if (mode == MaskMode::kAdd)
+          row[j] += add[base + j * st];
+        else if (mode != MaskMode::kNone && replaced(base + j * st))
+          row[j] = fill;
+      }
+    }
+  }
+};
+
+template <typename T>
+MaskView<T> mask_view(const KernelContext& ctx, const AttnAttrs& at, const AttnShape& s, int mask_input) {
+  MaskView<T> mv;
+  mv.mode = at.mode;
+  mv.fill = static_cast<T>(at.fill);
+  mv.off.assign(s.bh(), 0);
+  if (at.mode == MaskMode::kNone) return mv;
+  if (!ctx.has_input(mask_input)) ctx.error(str_cat("mask_mode needs input ", mask_input, " (mask)"));
+  const Tensor& m = ctx.input(mask_input);
+  params::MaskLayout ml = params::mask_layout(ctx, s, m, at.mode);
+  if (at.mode == MaskMode::kAdd) {
+    mv.add.resize(m.numel());
+    for (int64_t i = 0; i < m.numel(); ++i) mv.add[i] = static_cast<T>(m.get_as_double(i));
+  } else {
+    mv.flags = m.data<bool>();
+  }
+  mv.off = std::move(ml.off);
+  mv.ss = ml.ss;
+  mv.st = ml.st;
+  return mv;
+}
+
+// Block sizes: every GEMM of a block pair stays under cpu::kSerialGemmWork multiply-adds.
+struct Blocks {
+  int64_t q = 64, k = 64;
+  explicit Blocks(const AttnShape& s) {
+    const int64_t w = std::max<int64_t>({s.d, s.dv, 1});
+    k = std::clamp<int64_t>((cpu::kSerialGemmWork - 1) / (q * w) / 8 * 8, 8, 128);
+  }
+};
+
+// One query block of one head: Y rows and LSE entries (the online softmax).
+template <typename T>
+void forward_block(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, T scale, const T* q, const T* kt,
+                   const T* v, int64_t bh, int64_t q0, T* y, T* lse, std::vector<T>& sc, std::vector<T>& acc) {
+  const int64_t rows = std::min(bl.q, s.s - q0), kv = s.kv_head(bh), o = mv.off[bh];
+  const T* qp = q + (bh * s.s + q0) * s.d;
+  const T* kp = kt + kv * s.d * s.t;
+  const T* vp = v + kv * s.t * s.dv;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  std::vector<T> m(rows, kNegInf), l(rows, T(0));
+  std::fill(acc.begin(), acc.begin() + rows * s.dv, T(0));
+  for (int64_t k0 = 0; k0 < s.t; k0 += bl.k) {
+    const int64_t cols = std::min(bl.k, s.t - k0);
+    if (mv.dead(o, q0, rows, k0, cols)) continue;
+    gemm<T>(false, false, rows, cols, s.d, T(1), qp, s.d, kp + k0, s.t, T(0), sc.data(), bl.k);
+    mv.apply(sc.data(), bl.k, scale, o, q0, rows, k0, cols);
+    for (int64_t i = 0; i < rows; ++i) {
+      T* row = sc.data() + i * bl.k;
+      const T mnew = std::max(m[i], *std::max_element(row, row + cols));
+      if (mnew == kNegInf) {  // nothing unmasked in this row yet
+        std::fill(row, row + cols, T(0));
+        continue;
+      }
+      const T corr = std::exp(m[i] - mnew);
+      T sum = 0;
+      for (int64_t j = 0; j < cols; ++j) sum += (row[j] = std::exp(row[j] - mnew));
+      l[i] = l[i] * corr + sum;
+      m[i] = mnew;
+      if (corr != T(1))
+        for (int64_t c = 0; c < s.dv; ++c) acc[i * s.dv + c] *= corr;
+    }
+    gemm<T>(false, false, rows, s.dv, cols, T(1), sc.data(), bl.k, vp + k0 * s.dv, s.dv, T(1), acc.data(), s.dv);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    T* yr = y + (bh * s.s + q0 + i) * s.dv;
+    // A row masked everywhere has no softmax (as Softmax over -inf gives NaN).
+    const T inv = l[i] > T(0) ? T(1) / l[i] : std::numeric_limits<T>::quiet_NaN();
+    for (int64_t c = 0; c < s.dv; ++c) yr[c] = acc[i * s.dv + c] * inv;
+    if (lse) lse[bh * s.s + q0 + i] = l[i] > T(0) ? m[i] + std::log(l[i]) : kNegInf;
+  }
+}
+
+class AttentionKernel : public Kernel {
+ public:
+  explicit AttentionKernel(const Node& n) : at_(n) {}
+  void run(KernelContext& ctx) override {
+    OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor &q = ctx.input(0), &kt = ctx.input(1), &v = ctx.input(2);
+    const AttnShape s = params::attn_shape(ctx, q, kt, v);
+    const MaskView<T> mv = mask_view<T>(ctx, at_, s, 3);
+    T* y = ctx.allocate_output(0, q.dtype(), s.y_dims).template data<T>();
+    T* lse = ctx.has_output(1) ? ctx.allocate_output(1, q.dtype(), s.lse_dims).template data<T>() : nullptr;
+    const Blocks bl(s);
+    const int64_t nqb = (s.s + bl.q - 1) / bl.q, tasks = s.bh() * nqb;
+    const T scale = static_cast<T>(at_.scale);
+#pragma omp parallel if (tasks > 1)
+    {
+      std::vector<T> sc(bl.q * bl.k), acc(bl.q * std::max<int64_t>(s.dv, 1));
+#pragma omp for schedule(dynamic)
+      for (int64_t task = 0; task < tasks; ++task)
+        forward_block<T>(s, bl, mv, scale, q.data<T>(), kt.data<T>(), v.data<T>(), task / nqb, (task % nqb) * bl.q, y,
+                         lse, sc, acc);
+    }
+  }
+  AttnAttrs at_;
+};
+
+// Buffers and pointers of one backward call.
+template <typename T>
+struct BackwardArgs {
+  const T *dy, *q, *kt, *v, *y, *lse;
+  T *dq, *dkt, *dv;
+};
+
+// The gradients of one query head against one key block and one query block (see the top).
+template <typename T>
+void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, T scale, const BackwardArgs<T>& a,
+                   int64_t bh, int64_t kv, int64_t q0, int64_t k0, const T* di, std::vector<T>& p, std::vector<T>& ds) {
+  const int64_t rows = std::min(bl.q, s.s - q0), cols = std::min(bl.k, s.t - k0), o = mv.off[bh];
+  if (mv.dead(o, q0, rows, k0, cols)) return;
+  const T* qp = a.q + (bh * s.s + q0) * s.d;
+  const T* dyp = a.dy + (bh * s.s + q0) * s.dv;
+  const T* kp = a.kt + kv * s.d * s.t + k0;
+  const T* vp = a.v + (kv * s.t + k0) * s.dv;
+  gemm<T>(false, false, rows, cols, s.d, T(1), qp, s.d, kp, s.t, T(0), p.data(), bl.k);
+  mv.apply(p.data(), bl.k, scale, o, q0, rows, k0, cols);
+  for (int64_t i = 0; i < rows; ++i) {
+    const T l = a.lse[bh * s.s + q0 + i];
+    T* row = p.data() + i * bl.k;
+    for (int64_t j = 0; j < cols; ++j) row[j] = l == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(row[j] - l);
+  }
+  gemm<T>(true, false, cols, s.dv, rows, T(1), p.data(), bl.k, dyp, s.dv, T(1), a.dv + (kv * s.t + k0) * s.dv, s.dv);
+  gemm<T>(false, true, rows, cols, s.dv, T(1), dyp, s.dv, vp, s.dv, T(0), ds.data(), bl.k);
+  const bool fill = mv.mode == MaskMode::kFillTrue || mv.mode == MaskMode::kFillFalse;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t base = o + (q0 + i) * mv.ss + k0 * mv.st;
+    for (int64_t j = 0; j < cols; ++j) {
+      T& g = ds[i * bl.k + j];
+      g = p[i * bl.k + j] * (g - di[q0 + i]);
+      if (fill && mv.replaced(base + j * mv.st)) g = T(0);  // a replaced score does not depend on Q, K
+    }
+  }
+  gemm<T>(false, true, rows, s.d, cols, scale, ds.data(), bl.k, kp, s.t, T(1), a.dq + (bh * s.s + q0) * s.d, s.d);
+  gemm<T>(true, false, s.d, cols, rows, scale, qp, s.d, ds.data(), bl.k, T(1), a.dkt + kv * s.d * s.t + k0, s.t);
+}
+
+class AttentionGradKernel : public Kernel {
+ public:
+  explicit AttentionGradKernel(const Node& n) : at_(n) {}
+  void run(KernelContext& ctx) override {
+    OTTER_DISPATCH_FLOAT(ctx.input(1).dtype(), T, [&] { compute<T>(ctx); });
+  }
+
+ private:
+  template <typename T>
+  T* grad_out(KernelContext& ctx, int i, const Tensor& like, Tensor& spare) {
+    Tensor& t = ctx.has_output(i) ? ctx.allocate_output(i, like.dtype(), like.dims())
+                                  : (spare = Tensor(like.dtype(), like.dims()));
+    std::fill(t.data<T>(), t.data<T>() + t.numel(), T(0));
+    return t.data<T>();
+  }
+
+  template <typename T>
+  void compute(KernelContext& ctx) {
+    const Tensor &dy = ctx.input(0), &q = ctx.input(1), &kt = ctx.input(2), &v = ctx.input(3);
+    const Tensor &y = ctx.input(5), &lse = ctx.input(6);
+    const AttnShape s = params::attn_shape(ctx, q, kt, v);
+    for (const Tensor* t : {&dy, &kt, &v, &y, &lse})
+      if (t->dtype() != q.dtype()) ctx.error("inputs must share Q's type, got " + t->describe());
+    if (dy.dims() != s.y_dims || y.dims() != s.y_dims || lse.dims() != s.lse_dims)
+      ctx.error("dY, Y or LSE do not fit Q, Kt and V: " + dy.describe() + ", " + y.describe() + ", " + lse.describe());
+    const MaskView<T> mv = mask_view<T>(ctx, at_, s, 4);
+    Tensor spare[3];
+    BackwardArgs<T> a{dy.data<T>(),
+                      q.data<T>(),
+                      kt.data<T>(),
+                      v.data<T>(),
+                      y.data<T>(),
+                      lse.data<T>(),
+                      grad_out<T>(ctx, 0, q, spare[0]),
+                      grad_out<T>(ctx, 1, kt, spare[1]),
+                      grad_out<T>(ctx, 2, v, spare[2])};
+    const Blocks bl(s);
+    const int64_t group = s.h / s.hk, tasks = s.lead * s.hk;
+    const T scale = static_cast<T>(at_.scale);
+#pragma omp parallel if (tasks > 1)
+    {
+      std::vector<T> p(bl.q * bl.k), ds(bl.q * bl.k), di(s.s);
+#pragma omp for schedule(dynamic)
+      for (int64_t task = 0; task < tasks; ++task) {
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t bh = (task / s.hk) * s.h + (task % s.hk) * group + g;
+          for (int64_t i = 0; i < s.s; ++i) {  // rowsum(dY * Y)
+            T acc = 0;
+            for (int64_t c = 0; c < s.dv; ++c) acc += a.dy[(bh * s.s + i) * s.dv + c] * a.y[(bh * s.s + i) * s.dv + c];
+            di[i] = acc;
+          }
+          for (int64_t k0 = 0; k0 < s.t; k0 += bl.k)
+            for (int64_t q0 = 0; q0 < s.s; q0 += bl.q)
+              backward_pair<T>(s, bl, mv, scale, a, bh, task, q0, k0, di.data(), p, ds);
+        }
+      }
+    }
+  }
+  AttnAttrs at_;
+};
+
+}  // namespace
+
+void register_cpu_attention_kernels(KernelRegistry& r) {
+  const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
+  r.add({.domain = kOtterDomain, .op_type = "Attention", .dtypes = kFloats, .create = node_kernel<AttentionKernel>()});
+  r.add({.domain = kOtterDomain,
+         .op_type = "AttentionGrad",
+         .dtypes = kFloats,
+         .create = node_kernel<AttentionGradKernel>()});
+}
+
+}  // namespace otter

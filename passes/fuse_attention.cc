@@ -1,0 +1,305 @@
+// fuse-attention pass (see fuse_attention.h). Identity Casts (to the input's own type, as GPT-2's and
+// LLaMA's exports keep `.to(dtype)` calls) between the steps of the chain are looked through and removed.
+#include "passes/fuse_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include "graph/error.h"
+#include "graph/op_table.h"
+
+namespace otter {
+
+const OptionTable<FuseAttentionOptions>& FuseAttentionOptions::table() {
+  using S = FuseAttentionOptions;
+  static const OptionTable<S> t{
+      option("enabled", &S::enabled, "fuse (false: leave the graph as it is)"),
+      option("gqa", &S::gqa, "read K and V expanded from fewer heads (repeat_kv) unexpanded"),
+  };
+  return t;
+}
+
+namespace {
+
+bool is_op(const Node* n, const char* op) { return n && n->domain().empty() && n->op_type() == op; }
+
+// The producer of v when v feeds nothing else and is not a graph output.
+Node* single_use_producer(const Value* v) {
+  if (!v || v->uses().size() != 1 || v->is_graph_output()) return nullptr;
+  return v->producer();
+}
+
+// The value of a constant with one element.
+std::optional<double> const_scalar(const Value* v) {
+  if (!v || v->kind() != ValueKind::kInitializer || v->trainable() || !v->has_data() || v->data().numel() != 1)
+    return std::nullopt;
+  return v->data().get_as_double(0);
+}
+
+// Whether v is computed from a trainable parameter.
+bool depends_on_parameter(const Value* v) {
+  std::vector<const Value*> todo = {v};
+  std::set<const Value*> seen;
+  while (!todo.empty()) {
+    const Value* x = todo.back();
+    todo.pop_back();
+    if (!x || !seen.insert(x).second) continue;
+    if (x->trainable()) return true;
+    if (Node* p = x->producer())
+      for (Value* i : p->inputs()) todo.push_back(i);
+  }
+  return false;
+}
+
+// What the matcher found, from the final MatMul up.
+struct Match {
+  Node *out = nullptr, *dropout = nullptr, *softmax = nullptr, *mask = nullptr, *scale = nullptr, *scores = nullptr;
+  Value *q = nullptr, *kt = nullptr, *v = nullptr, *mask_value = nullptr;
+  double scale_value = 1, fill = -INFINITY;
+  std::string mask_mode = "none";
+  std::vector<Node*> casts;  // identity Casts looked through
+};
+
+// A Cast to its input's own type (exports keep `.to(dtype)` calls that are identities in fp32).
+bool is_identity_cast(const Node* n) {
+  return is_op(n, "Cast") && n->output(0) && n->input(0)->dtype() == n->output(0)->dtype();
+}
+
+// single_use_producer(v), looking through identity Casts (recorded in `casts` when given).
+Node* producer(const Value* v, std::vector<Node*>* casts = nullptr) {
+  Node* p = single_use_producer(v);
+  while (is_identity_cast(p)) {
+    if (casts) casts->push_back(p);
+    p = single_use_producer(p->input(0));
+  }
+  return p;
+}
+
+// Dropout that returns its input unchanged: no training_mode, or a constant false one, or ratio 0.
+bool dropout_is_identity(const Node& d) {
+  if (d.num_outputs() > 1 && d.output(1) && !d.output(1)->uses().empty()) return false;
+  if (!d.has_input(2)) return true;
+  std::optional<double> training = const_scalar(d.input(2));
+  if (training && *training == 0) return true;
+  std::optional<double> ratio = d.has_input(1) ? const_scalar(d.input(1)) : std::optional<double>(0.5);
+  return ratio && *ratio == 0;
+}
+
+bool softmax_on_last_axis(const Node& s) {
+  const Shape& x = s.input(0)->shape();
+  if (!x.rank_known || s.opset() < 13) return false;
+  const int64_t axis = s.attr_i("axis", -1);
+  return axis == -1 || axis == x.rank() - 1;
+}
+
+// The mask step Z -> X: Where(m, fill, X), Where(m, X, fill), Add(X, mask), Add(mask, X).
+// Returns X, or nullptr when `n` is no mask step.
+Value* match_mask(Node* n, Match& m) {
+  if (is_op(n, "Where") && n->input(0)->dtype() == DataType::kBool) {
+    for (int keep : {1, 2}) {
+      std::optional<double> fill = const_scalar(n->input(3 - keep));
+      if (!fill) continue;
+      m.mask = n;
+      m.mask_value = n->input(0);
+      m.fill = *fill;
+      m.mask_mode = keep == 2 ? "fill_true" : "fill_false";
+      return n->input(keep);
+    }
+    return nullptr;
+  }
+  if (is_op(n, "Add")) {
+    for (int x : {0, 1}) {
+      Value* mask = n->input(1 - x);
+      Node* p = producer(n->input(x));
+      if (!is_float(mask->dtype()) || depends_on_parameter(mask) || !p) continue;
+      if (!is_op(p, "MatMul") && !is_op(p, "Mul") && !is_op(p, "Div")) continue;
+      m.mask = n;
+      m.mask_value = mask;
+      m.mask_mode = "add";
+      return n->input(x);
+    }
+  }
+  return nullptr;
+}
+
+// The scale step X -> S: Mul(S, c), Mul(c, S), Div(S, c). Returns S or nullptr.
+Value* match_scale(Node* n, Match& m) {
+  if (is_op(n, "Div")) {
+    std::optional<double> c = const_scalar(n->input(1));
+    if (!c || *c == 0) return nullptr;
+    m.scale = n;
+    m.scale_value = 1 / *c;
+    return n->input(0);
+  }
+  if (!is_op(n, "Mul")) return nullptr;
+  for (int s : {0, 1}) {
+    std::optional<double> c = const_scalar(n->input(1 - s));
+    if (!c) continue;
+    m.scale = n;
+    m.scale_value = *c;
+    return n->input(s);
+  }
+  return nullptr;
+}
+
+// Whether Q, Kt and V have the shapes Attention takes ([..., H, S, D], [..., Hk, D, T], [..., Hk, T, Dv]).
+bool operands_fit(const Match& m) {
+  const Shape &q = m.q->shape(), &k = m.kt->shape(), &v = m.v->shape();
+  if (!q.rank_known || !k.rank_known || !v.rank_known || q.rank() < 2 || k.rank() != q.rank() || v.rank() != q.rank())
+    return false;
+  if (!is_float(m.q->dtype()) || m.kt->dtype() != m.q->dtype() || m.v->dtype() != m.q->dtype()) return false;
+  const int64_t r = q.rank();
+  for (int64_t a = 0; a + 2 < r; ++a)
+    if (!(k.dims[a] == q.dims[a]) || !(v.dims[a] == q.dims[a])) return false;
+  // The mask and scale steps keep the scores' shape (a mask broadcasting them wider is not fused).
+  const Shape& sc = m.scores->output(0)->shape();
+  for (const Node* n : {m.scale, m.mask})
+    if (n && !(n->output(0)->shape() == sc)) return false;
+  if (!m.mask_value) return true;
+  const Shape& mk = m.mask_value->shape();
+  return mk.rank_known && mk.rank() <= r;
+}
+
+// Matches the chain ending at MatMul `out`; fills `m`. Sets *dropout_drops where only a dropping
+// Dropout stood in the way.
+bool match(Node* out, Match& m, bool* dropout_drops) {
+  if (!is_op(out, "MatMul")) return false;
+  m.out = out;
+  m.v = out->input(1);
+  Node* n = producer(out->input(0), &m.casts);
+  if (is_op(n, "Dropout")) {
+    if (!dropout_is_identity(*n)) {
+      *dropout_drops = is_op(producer(n->input(0)), "Softmax");
+      return false;
+    }
+    m.dropout = n;
+    n = producer(n->input(0), &m.casts);
+  }
+  if (!is_op(n, "Softmax") || !softmax_on_last_axis(*n)) return false;
+  m.softmax = n;
+  n = producer(n->input(0), &m.casts);
+  if (Value* inner = match_mask(n, m)) n = producer(inner, &m.casts);
+  if (Value* inner = match_scale(n, m)) n = producer(inner, &m.casts);
+  if (!is_op(n, "MatMul")) return false;
+  m.scores = n;
+  m.q = n->input(0);
+  m.kt = n->input(1);
+  return operands_fit(m);
+}
+
+// kv = Reshape(Expand(Unsqueeze(kv0, axis 2)), [B, Hk*rep, T, D]) with the Expand making
+// [B, Hk, rep, T, D] (static head counts): kv0, else nullptr.
+Value* unexpanded(Value* kv) {
+  Node* r = kv->producer();
+  if (!is_op(r, "Reshape")) return nullptr;
+  Node* e = r->input(0)->producer();
+  if (!is_op(e, "Expand")) return nullptr;
+  Node* u = e->input(0)->producer();
+  if (!is_op(u, "Unsqueeze") || !u->has_input(1) || !u->input(1)->has_data()) return nullptr;
+  const Tensor& axes = u->input(1)->data();
+  if (axes.numel() != 1 || axes.get_as_double(0) != 2) return nullptr;
+  Value* kv0 = u->input(0);
+  const Shape &s0 = kv0->shape(), &se = e->output(0)->shape(), &sr = kv->shape();
+  if (!s0.rank_known || !se.rank_known || !sr.rank_known || s0.rank() != 4 || se.rank() != 5 || sr.rank() != 4)
+    return nullptr;
+  const auto& d0 = s0.dims;
+  const auto& de = se.dims;
+  const auto& dr = sr.dims;
+  const auto known = [](const Dim& d) { return d.is_static() || d.is_symbolic(); };
+  for (const Dim& d : d0)
+    if (!known(d)) return nullptr;
+  if (!(de[0] == d0[0] && de[1] == d0[1] && de[3] == d0[2] && de[4] == d0[3])) return nullptr;
+  if (!(dr[0] == d0[0] && dr[2] == d0[2] && dr[3] == d0[3])) return nullptr;
+  if (!d0[1].is_static() || !de[2].is_static() || !dr[1].is_static() || dr[1].value != d0[1].value * de[2].value)
+    return nullptr;
+  return kv0;
+}
+
+// Reads K and V unexpanded where both are head-expanded copies (Kt through a Transpose of the last
+// two axes). Returns whether it did.
+bool look_through_repeat(Graph& g, Match& m) {
+  Value* v0 = unexpanded(m.v);
+  Node* t = m.kt->producer();
+  if (!v0 || !is_op(t, "Transpose") || t->attr_ints("perm") != std::vector<int64_t>{0, 1, 3, 2}) return false;
+  Value* k0 = unexpanded(t->input(0));
+  if (!k0) return false;
+  Node* kt0 = g.add_node("Transpose", {k0}, {g.unique_name(k0->name() + ".t")}, "", m.scores);
+  kt0->set_attr("perm", Attribute(std::vector<int64_t>{0, 1, 3, 2}));
+  infer_node(*kt0);
+  m.kt = kt0->output(0);
+  m.v = v0;
+  return true;
+}
+
+void replace(Graph& g, const Match& m) {
+  Value* y = m.out->output(0);
+  const std::string name = y->name();
+  g.rename_value(y, g.unique_name(name + ".unfused"));
+  std::vector<Value*> ins = {m.q, m.kt, m.v};
+  if (m.mask_value) ins.push_back(m.mask_value);
+  if (!g.opset_imports.count(kOtterDomain)) g.opset_imports[kOtterDomain] = 1;
+  Node* a = g.add_node("Attention", ins, {name, g.unique_name(name + ".lse")}, kOtterDomain, m.out);
+  a->set_name(m.out->name().empty() ? name : m.out->name() + "/Attention");
+  a->set_attr("scale", Attribute(static_cast<float>(m.scale_value)));
+  if (m.mask_value) {
+    a->set_attr("mask_mode", Attribute(m.mask_mode));
+    if (m.mask_mode != "add") a->set_attr("fill", Attribute(static_cast<float>(m.fill)));
+  }
+  infer_node(*a);
+  g.replace_all_uses(y, a->output(0));
+  // Consumer first: each node's outputs are unused when it goes.
+  std::vector<Node*> chain = {m.out, m.dropout, m.softmax, m.mask, m.scale, m.scores};
+  chain.insert(chain.end(), m.casts.begin(), m.casts.end());
+  std::erase(chain, nullptr);
+  const auto unused = [](const Node* n) {
+    return std::none_of(n->outputs().begin(), n->outputs().end(), [](const Value* o) { return o && !o->uses().empty(); });
+  };
+  for (auto it = std::find_if(chain.begin(), chain.end(), unused); it != chain.end();
+       it = std::find_if(chain.begin(), chain.end(), unused)) {
+    g.remove_node(*it);
+    chain.erase(it);
+  }
+}
+
+}  // namespace
+
+FuseAttentionStats fuse_attention(Graph& g, const FuseAttentionOptions& o) {
+  FuseAttentionStats st;
+  if (!o.enabled) return st;
+  for (Node* n : g.node_list()) {
+    Match m;
+    bool dropout_drops = false;
+    if (!match(n, m, &dropout_drops)) {
+      st.skipped_dropout += dropout_drops;
+      continue;
+    }
+    if (o.gqa && look_through_repeat(g, m)) ++st.gqa;
+    replace(g, m);
+    ++st.fused;
+  }
+  if (st.fused) g.remove_dead_nodes();
+  return st;
+}
+
+std::string FuseAttentionPass::summary() const {
+  return "replace MatMul-scale-mask-Softmax-MatMul attention with ai.otter.Attention (blocked, no stored "
+         "probabilities)";
+}
+
+std::string FuseAttentionPass::unmet_precondition(const Graph& g) const {
+  if (!g.gradients.empty() || g.loss_seed)
+    return "the graph already has a backward graph: run fuse-attention before autodiff";
+  return "";
+}
+
+void FuseAttentionPass::run(Graph& g, PassContext&) {
+  reset_counters();
+  FuseAttentionStats st = fuse_attention(g, opts_);
+  count("fused", st.fused);
+  count("gqa", st.gqa);
+  count("skipped_dropout", st.skipped_dropout);
+}
+
+}  // namespace otter
