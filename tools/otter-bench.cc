@@ -465,25 +465,6 @@ std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& 
   return models;
 }
 
-// The peak the step rate is compared with: OpenBLAS's bf16 GEMM for --precision bf16 where the CPU
-// and OpenBLAS have one, else its sgemm (fp16 and bf16 steps widen their GEMMs to fp32 without it).
-PeakFlops measure_peak(const Settings& st, int64_t n) {
-  PeakFlops p;
-  OTTER_CHECK(n >= 0, "otter-bench: --peak-size must be >= 0");
-  if (st.device != "cpu") p.unavailable = "the peak is measured for --device cpu only";
-  if (n == 0) p.unavailable = "--peak-size 0";
-  if (!p.unavailable.empty()) return p;
-  if (st.precision == "bf16") {
-    p = measure_bf16_peak(n, 5);
-    if (p.flops > 0) return p;
-    const std::string why = p.unavailable;
-    p = measure_sgemm_peak(n, 5);
-    p.how += ", no bf16 peak: " + why;
-    return p;
-  }
-  return measure_sgemm_peak(n, 5);
-}
-
 // otter-bench's flags.
 std::vector<cli::FlagSpec> bench_flags() {
   return {
@@ -538,7 +519,7 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
               "--warmup >= 0");
   OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
-  st.peak = measure_peak(st, args.get_int("peak-size", 2048));  // after the checks: it takes a while
+  st.peak = measure_peak(st.device, st.precision, args.get_int("peak-size", 2048));  // after the checks: it takes a while
   return st;
 }
 

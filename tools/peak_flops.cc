@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "graph/error.h"
+
 namespace otter {
 
 namespace {
@@ -70,6 +72,25 @@ PeakFlops measure_bf16_peak(int64_t n, int repeats) {
   });
   p.how = describe("sbgemm", n, repeats);
   return p;
+}
+
+// The peak the step rate is compared with: OpenBLAS's bf16 GEMM for --precision bf16 where the CPU
+// and OpenBLAS have one, else its sgemm (fp16 and bf16 steps widen their GEMMs to fp32 without it).
+PeakFlops measure_peak(const std::string& device, const std::string& precision, int64_t n) {
+  PeakFlops p;
+  OTTER_CHECK(n >= 0, "otter-bench: --peak-size must be >= 0");
+  if (device != "cpu") p.unavailable = "the peak is measured for --device cpu only";
+  if (n == 0) p.unavailable = "--peak-size 0";
+  if (!p.unavailable.empty()) return p;
+  if (precision == "bf16") {
+    p = measure_bf16_peak(n, 5);
+    if (p.flops > 0) return p;
+    const std::string why = p.unavailable;
+    p = measure_sgemm_peak(n, 5);
+    p.how += ", no bf16 peak: " + why;
+    return p;
+  }
+  return measure_sgemm_peak(n, 5);
 }
 
 }  // namespace otter

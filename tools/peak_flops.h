@@ -20,5 +20,8 @@ PeakFlops measure_sgemm_peak(int64_t n, int repeats);
 // bf16 inputs, fp32 accumulation and output: cblas_sbgemm looked up at run time (Debian's
 // OpenBLAS 0.3.21 does not export it), only on a CPU with avx512_bf16.
 PeakFlops measure_bf16_peak(int64_t n, int repeats);
+// otter-bench's peak for a run: the bf16 GEMM's for precision bf16 where there is one, else sgemm's
+// (n = 0, or a device other than cpu: unavailable, saying why).
+PeakFlops measure_peak(const std::string& device, const std::string& precision, int64_t n);
 
 }  // namespace otter

@@ -74,6 +74,45 @@ void register_optimizer_ops(OpTable& t) {
   }));
 }
 
+// The data-parallel collectives (passes/all_reduce.h).
+void register_collective_ops(OpTable& t) {
+  // AllReduce(x0, ..., xn) {op=avg|sum, world=N} -> y0, ..., yn: each yi, xi's own buffer, holds the
+  // mean (or sum) of xi over the N ranks of a data-parallel job (passes/all_reduce.h).
+  t.add(internal("AllReduce", "mean (or sum) of each input over the ranks of a data-parallel job (in place)",
+                 [](InferContext& ctx) {
+                   for (int i = 0; i < ctx.num_inputs(); ++i) {
+                     require_float(ctx, i);
+                     ctx.set_output(i, ctx.in_dtype(i), shape_of(ctx, i));
+                   }
+                 }));
+  // ZeRO-1 (passes/all_reduce.h, zero=1): shards of ceil(numel/N) elements, the last rank's padded with zeros.
+  // ReduceScatter(x) {op=sum, world=N} -> y[ceil(numel(x)/N)]: this rank's shard of the sum over the ranks.
+  // Shard(x) {world=N} -> y[ceil(numel(x)/N)]: a copy of this rank's shard of x.
+  // AllGather(y, x) {world=N} -> x': every rank's shard y, in rank order, written into x's buffer.
+  auto shard_shape = [](InferContext& ctx) {
+    const Shape& s = shape_of(ctx, 0);
+    if (!s.is_static()) ctx.error("input 0 must have a static shape to be sharded");
+    const int64_t n = ctx.node().attr_i("world", 1);
+    if (n < 1) ctx.error("world must be positive");
+    return Shape::of({(s.numel() + n - 1) / n});
+  };
+  t.add(internal("ReduceScatter", "this rank's shard of the sum of the input over the ranks (ZeRO-1)",
+                 [shard_shape](InferContext& ctx) {
+                   require_float(ctx, 0);
+                   ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx));
+                 }));
+  t.add(internal("Shard", "a copy of this rank's shard of the input (ZeRO-1)",
+                 [shard_shape](InferContext& ctx) { ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx)); }));
+  t.add(internal("AllGather", "the ranks' shards, in rank order, written into input 1 (ZeRO-1)", [](InferContext& ctx) {
+    const int64_t n = ctx.node().attr_i("world", 1);
+    const Shape& full = shape_of(ctx, 1);
+    if (ctx.in_dtype(0) != ctx.in_dtype(1)) ctx.error("the shard and the target differ in type");
+    if (!full.is_static() || !shape_of(ctx, 0).is_static() || shape_of(ctx, 0).numel() != (full.numel() + n - 1) / n)
+      ctx.error("input 0 must be a shard of ceil(numel/world) elements of input 1");
+    ctx.set_output(0, ctx.in_dtype(1), full);
+  }));
+}
+
 }  // namespace
 
 void register_internal_ops(OpTable& t) {
@@ -128,41 +167,7 @@ void register_internal_ops(OpTable& t) {
   t.add(internal("ScaleSeed", "backward seed: loss scale S divided by the accumulation count K", [](InferContext& ctx) {
     ctx.set_output(0, DataType::kFloat32, shape_of(ctx, 0));
   }));
-  // AllReduce(x0, ..., xn) {op=avg|sum, world=N} -> y0, ..., yn: each yi, xi's own buffer, holds the
-  // mean (or sum) of xi over the N ranks of a data-parallel job (passes/all_reduce.h).
-  t.add(internal("AllReduce", "mean (or sum) of each input over the ranks of a data-parallel job (in place)",
-                 [](InferContext& ctx) {
-                   for (int i = 0; i < ctx.num_inputs(); ++i) {
-                     require_float(ctx, i);
-                     ctx.set_output(i, ctx.in_dtype(i), shape_of(ctx, i));
-                   }
-                 }));
-  // ZeRO-1 (passes/all_reduce.h, zero=1): shards of ceil(numel/N) elements, the last rank's padded with zeros.
-  // ReduceScatter(x) {op=sum, world=N} -> y[ceil(numel(x)/N)]: this rank's shard of the sum over the ranks.
-  // Shard(x) {world=N} -> y[ceil(numel(x)/N)]: a copy of this rank's shard of x.
-  // AllGather(y, x) {world=N} -> x': every rank's shard y, in rank order, written into x's buffer.
-  auto shard_shape = [](InferContext& ctx) {
-    const Shape& s = shape_of(ctx, 0);
-    if (!s.is_static()) ctx.error("input 0 must have a static shape to be sharded");
-    const int64_t n = ctx.node().attr_i("world", 1);
-    if (n < 1) ctx.error("world must be positive");
-    return Shape::of({(s.numel() + n - 1) / n});
-  };
-  t.add(internal("ReduceScatter", "this rank's shard of the sum of the input over the ranks (ZeRO-1)",
-                 [shard_shape](InferContext& ctx) {
-                   require_float(ctx, 0);
-                   ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx));
-                 }));
-  t.add(internal("Shard", "a copy of this rank's shard of the input (ZeRO-1)",
-                 [shard_shape](InferContext& ctx) { ctx.set_output(0, ctx.in_dtype(0), shard_shape(ctx)); }));
-  t.add(internal("AllGather", "the ranks' shards, in rank order, written into input 1 (ZeRO-1)", [](InferContext& ctx) {
-    const int64_t n = ctx.node().attr_i("world", 1);
-    const Shape& full = shape_of(ctx, 1);
-    if (ctx.in_dtype(0) != ctx.in_dtype(1)) ctx.error("the shard and the target differ in type");
-    if (!full.is_static() || !shape_of(ctx, 0).is_static() || shape_of(ctx, 0).numel() != (full.numel() + n - 1) / n)
-      ctx.error("input 0 must be a shard of ceil(numel/world) elements of input 1");
-    ctx.set_output(0, ctx.in_dtype(1), full);
-  }));
+  register_collective_ops(t);
   register_optimizer_ops(t);
   // The accumulate and update kernels write their state input in place and return it as the output.
   t.mutable_find(kOtterDomain, "AccumulateGrad", 1)->views = {{0, 0}};
