@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include "graph/tensor.h"
 #include "passes/options.h"
 #include "runtime/json.h"
+#include "runtime/memory_budget.h"
 
 namespace otter {
 
@@ -99,6 +101,45 @@ void check_global_batch(const DistributedInfo& d, const TrainingOptions& o, int6
   const int64_t k = o.pipeline.accum, b = o.batch_size, global = d.size * k * b;
   OTTER_CHECK(samples >= global, path, " has ", samples, " samples, fewer than one global batch of N*K*b = ", d.size,
               "*", k, "*", b, " = ", global, " (ranks x --accum x --batch-size)");
+}
+
+StepPeak::StepPeak() : baseline_(host_live_bytes()) {}
+
+void StepPeak::begin_step() { reset_host_peak_bytes(); }
+
+int64_t StepPeak::end_step(const Device& d) {
+  const int64_t peak =
+      d.type() == DeviceType::kCpu ? host_peak_bytes() - baseline_ : static_cast<int64_t>(d.peak_bytes());
+  run_peak_ = std::max(run_peak_, peak);
+  return peak;
+}
+
+StepLog::StepLog(const std::string& path) {
+  if (path.empty()) return;
+  out_.open(path, std::ios::trunc);
+  if (!out_) fail("--log-json: cannot write '", path, "': ", std::strerror(errno));
+}
+
+void StepLog::write(const StepResult& r, int64_t epoch, double samples_per_s, int64_t peak_bytes) {
+  if (!out_.is_open()) return;
+  out_ << JsonObject()
+              .add("step", r.step)
+              .add("epoch", epoch)
+              .add("loss", r.loss)
+              .add("lr", static_cast<float>(r.lr))  // the float32 values the graph used
+              .add("loss_scale", static_cast<float>(r.loss_scale))
+              .add("skipped", r.skipped)
+              .add("samples_per_s", samples_per_s)
+              .add("peak_bytes", peak_bytes)
+              .str()
+       << "\n";
+  out_.flush();
+}
+
+std::string peak_summary(const TrainingSession& s, int64_t measured) {
+  const int64_t planned = planned_memory(s.graph()).total(s.accumulation_steps());
+  return str_cat("memory: planned peak ", mib_text(planned), " (", planned, " bytes), measured peak ",
+                 mib_text(measured), " (", measured, " bytes)");
 }
 
 }  // namespace otter

@@ -1,5 +1,5 @@
 // otter-train's training loop: steps until the end, progress lines, one JSON object per step
-// (--log-json, tools/train_memory.h), checkpoints at epoch ends; and the flags and set-up of a data-parallel run
+// (--log-json) with its measured peak of live tensors, checkpoints at epoch ends; and the flags and set-up of a data-parallel run
 // (--distributed, --comm-timeout, --bucket, --zero), under mpirun: every rank draws the same global batch of
 // N*K*b samples and trains on its own K*b of them; rank 0 alone prints, logs, checkpoints and exports.
 #pragma once
@@ -13,9 +13,34 @@
 #include "runtime/nonfinite.h"
 #include "runtime/training_session.h"
 #include "tools/cli.h"
-#include "tools/train_memory.h"
 
 namespace otter {
+
+// The measured peak of live tensors per step: host tensors on the CPU (counted from the moment the
+// session is about to be made, so data sets loaded before are left out), the allocator's peak on CUDA.
+class StepPeak {
+ public:
+  StepPeak();  // records the live bytes before the session
+  void begin_step();
+  int64_t end_step(const Device& d);  // this step's peak; also kept as the run's peak
+  int64_t run_peak() const { return run_peak_; }
+
+ private:
+  int64_t baseline_ = 0, run_peak_ = 0;
+};
+
+// One JSON object per optimizer step (--log-json), with the step's measured peak_bytes.
+class StepLog {
+ public:
+  explicit StepLog(const std::string& path);
+  void write(const StepResult& r, int64_t epoch, double samples_per_s, int64_t peak_bytes);
+
+ private:
+  std::ofstream out_;
+};
+
+// "memory: planned peak X (N bytes), measured peak Y (M bytes)", the run's last line.
+std::string peak_summary(const TrainingSession& s, int64_t measured);
 
 // Progress between two printed lines.
 struct Interval {
