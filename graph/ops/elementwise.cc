@@ -403,6 +403,7 @@ void register_elementwise_grad_ops(OpTable& t) {
                       "GeluGrad(dY, X) {approximate}: dY * Gelu'(X), exact or tanh form");
   infer::add_otter_op(t, "ErfGrad", infer_unary_grad, P::kFollow, "ErfGrad(dY, X): dY * 2/sqrt(pi) * exp(-X^2)");
   infer::add_otter_op(t, "SoftplusGrad", infer_unary_grad, P::kFp32, "SoftplusGrad(dY, X): dY * sigmoid(X)");
+  infer::add_otter_op(t, "SoftsignGrad", infer_unary_grad, P::kFollow, "SoftsignGrad(dY, X): dY / (1 + |X|)^2");
   infer::add_otter_op(t, "AbsGrad", infer_unary_grad, P::kFollow, "AbsGrad(dY, X): dY * sign(X)");
   infer::add_otter_op(t, "ClipGrad", infer_clip_grad, P::kFollow,
                       "ClipGrad(dY, X, min?, max?) -> dX, dMin?, dMax?: dY where min <= X <= max; "
@@ -412,7 +413,7 @@ void register_elementwise_grad_ops(OpTable& t) {
                       "else dY");
   // Each dX element reads only the same element of dY: dX may take over dY's buffer.
   for (const char* op : {"ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "GeluGrad", "ErfGrad", "SoftplusGrad",
-                         "AbsGrad", "DropoutGrad"})
+                         "SoftsignGrad", "AbsGrad", "DropoutGrad"})
     t.mutable_find(kOtterDomain, op, 1)->inplace = true;
 }
 
@@ -453,6 +454,8 @@ void register_elementwise_ops(OpTable& t) {
       "Gaussian error linear unit, exact or tanh approximation");
   add(t, "Softplus", 1, unary(Types::kFloat), P::kFp32, true, rule(activation_grad("SoftplusGrad", false)),
       "log(1 + exp(X))");
+  add(t, "Softsign", 1, unary(Types::kFloat), P::kFollow, true, rule(activation_grad("SoftsignGrad", false)),
+      "X / (1 + |X|)");
   add(t, "Clip", 13, infer_clip, P::kFollow, true, rule(grad_clip),
       "clamp X to [min, max] (optional scalar inputs)");
   add(t, "Min", 13, min_max(false), P::kFollow, true, rule(grad_min_max),

@@ -227,6 +227,11 @@ struct SoftplusOp {
     return m + math::log1p(math::exp(-math::abs(x)));
   }
 };
+// x / (1 + |x|).
+struct SoftsignOp {
+  template <typename T>
+  OTTER_HD T operator()(T x) const { return x / (T(1) + math::abs(x)); }
+};
 // Clip to [lo, hi]; NaN stays NaN.
 template <typename T>
 struct ClipOp {

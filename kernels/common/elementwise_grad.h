@@ -55,6 +55,14 @@ struct GeluGradOp {
 struct SoftplusGradOp {
   template <typename T> OTTER_HD T operator()(T dy, T x) const { return dy * SigmoidOp{}(x); }
 };
+// softsign' = 1 / (1 + |x|)^2.
+struct SoftsignGradOp {
+  template <typename T>
+  OTTER_HD T operator()(T dy, T x) const {
+    const T d = T(1) + math::abs(x);
+    return dy / (d * d);
+  }
+};
 // |x|' = sign(x) (0 at 0, as PyTorch).
 struct AbsGradOp {
   template <typename T>

@@ -426,6 +426,7 @@ void register_cpu_elementwise_kernels(KernelRegistry& r) {
   add(r, "Tanh", kFloatTypes, unary<TanhOp, TS::kFloat>());
   add(r, "Sigmoid", kFloatTypes, unary<SigmoidOp, TS::kFloat>());
   add(r, "Softplus", kFloatTypes, unary<SoftplusOp, TS::kFloat>());
+  add(r, "Softsign", kFloatTypes, unary<SoftsignOp, TS::kFloat>());
   add(r, "LeakyRelu", kFloatTypes, [](const Node& n) -> std::unique_ptr<Kernel> {
     return std::make_unique<UnaryKernel<LeakyReluOp, TS::kFloat>>(LeakyReluOp{n.attr_f("alpha", 0.01f)}, 1);
   });

@@ -109,6 +109,7 @@ void register_cpu_elementwise_grad_kernels(KernelRegistry& r) {
   add(r, "TanhGrad", activation<TanhGradOp>());
   add(r, "ErfGrad", activation<ErfGradOp>());
   add(r, "SoftplusGrad", activation<SoftplusGradOp>());
+  add(r, "SoftsignGrad", activation<SoftsignGradOp>());
   add(r, "AbsGrad", activation<AbsGradOp>());
   add(r, "LeakyReluGrad", [](const Node& n) -> std::unique_ptr<Kernel> {
     return std::make_unique<ActivationGradKernel<LeakyReluGradOp>>(LeakyReluGradOp{n.attr_f("alpha", 0.01f)});

@@ -487,6 +487,7 @@ KernelFactory elementwise_kernel(const std::string& op) {
   if (op == "Tanh") return unary<TanhOp, T::kFloat>();
   if (op == "Sigmoid") return unary<SigmoidOp, T::kFloat>();
   if (op == "Softplus") return unary<SoftplusOp, T::kFloat>();
+  if (op == "Softsign") return unary<SoftsignOp, T::kFloat>();
   if (op == "LeakyRelu")
     return [](const Node& n) -> std::unique_ptr<Kernel> {
       return std::make_unique<UnaryKernel<LeakyReluOp, T::kFloat>>(n, LeakyReluOp{n.attr_f("alpha", 0.01f)});
@@ -527,6 +528,7 @@ KernelFactory elementwise_kernel(const std::string& op) {
   if (op == "TanhGrad") return make<ActivationGradKernel<TanhGradOp>>(TanhGradOp{});
   if (op == "ErfGrad") return make<ActivationGradKernel<ErfGradOp>>(ErfGradOp{});
   if (op == "SoftplusGrad") return make<ActivationGradKernel<SoftplusGradOp>>(SoftplusGradOp{});
+  if (op == "SoftsignGrad") return make<ActivationGradKernel<SoftsignGradOp>>(SoftsignGradOp{});
   if (op == "AbsGrad") return make<ActivationGradKernel<AbsGradOp>>(AbsGradOp{});
   if (op == "LeakyReluGrad")
     return [](const Node& n) -> std::unique_ptr<Kernel> {

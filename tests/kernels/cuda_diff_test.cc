@@ -136,7 +136,7 @@ std::vector<Case> elementwise_cases() {
     cs.push_back(mk(str_cat(op, "_empty"), op, {T({0})}, types));
   }
   for (const char* op : {"Sqrt", "Reciprocal", "Log"}) cs.push_back(mk(str_cat(op, "_positive"), op, {Tu({5, 9}, 0.05, 20)}, kF));
-  for (const char* op : {"Exp", "Erf", "Tanh", "Sigmoid", "Softplus"}) {
+  for (const char* op : {"Exp", "Erf", "Tanh", "Sigmoid", "Softplus", "Softsign"}) {
     cs.push_back(mk(str_cat(op, "_wide"), op, {Tu({5, 9}, -12, 12)}, kF));
     cs.push_back(mk(str_cat(op, "_scalar"), op, {T({})}, kF));
   }
@@ -419,6 +419,7 @@ std::vector<Case> grad_cases() {
   grad("GeluGrad_tanh", "GeluGrad", {T({4, 9}), Tu({4, 9}, -5, 5)}, {{"approximate", "tanh"}});
   grad("ErfGrad_plain", "ErfGrad", {T({4, 9}), Tu({4, 9}, -3, 3)});
   grad("SoftplusGrad_plain", "SoftplusGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
+  grad("SoftsignGrad_plain", "SoftsignGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("AbsGrad_with_zeros", "AbsGrad", {T({5}), Tv({5}, {-2, 0, 3, 0, -1})});
   grad("ClipGrad_all_outputs", "ClipGrad", {T({4, 50}), Tu({4, 50}, -8, 8), Tv({}, {-3}), Tv({}, {5})}, {}, 3);
   grad("ClipGrad_min_only", "ClipGrad", {T({300}), Tu({300}, -8, 8), Tv({}, {-1})}, {}, 2);

@@ -76,6 +76,7 @@ TEST(GradCheck, GeluTanh) {
                         .init = in_range(-3, 3)});
 }
 TEST(GradCheck, Softplus) { check_gradients_both({.op = "Softplus", .shapes = {{3, 4}}, .init = in_range(-4, 4)}); }
+TEST(GradCheck, Softsign) { check_gradients_both({.op = "Softsign", .shapes = {{3, 4}}, .init = in_range(-4, 4)}); }
 // Clip with its bounds as differentiated inputs: values below min feed min's gradient, above max
 // max's. Values stay 0.05 away from the bounds.
 TEST(GradCheck, Clip) {
