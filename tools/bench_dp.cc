@@ -16,20 +16,19 @@
 
 namespace otter {
 
-namespace {
-
-// Reads a child's standard output; fails naming `cmd`, with its output, on a non-zero exit.
-std::string run_child(const std::string& cmd) {
+std::string run_child(const std::string& cmd, const std::string& what) {
   FILE* p = popen(cmd.c_str(), "r");
   OTTER_CHECK(p, "otter-bench: cannot start ", cmd);
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
   const int rc = pclose(p);
-  OTTER_CHECK(rc == 0, "otter-bench: the data-parallel run failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
-              "): ", cmd, "\n", out);
+  OTTER_CHECK(rc == 0, "otter-bench: ", what, " failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, "): ", cmd,
+              "\n", out);
   return out;
 }
+
+namespace {
 
 std::string mib(int64_t bytes) {
   char b[48];
@@ -59,7 +58,7 @@ DpFigures run_under_mpirun(int64_t ranks, int argc, char** argv) {
     if (a != "--json") cmd << " '" << a << "'";
   }
   cmd << " --json";
-  const std::string out = run_child(cmd.str());
+  const std::string out = run_child(cmd.str(), "the data-parallel run");
   const size_t at = out.rfind('{');
   OTTER_CHECK(at != std::string::npos, "otter-bench: no JSON line from ", cmd.str(), "\n", out);
   auto j = parse_flat_json(out.substr(at), "the rank 0 output of " + cmd.str());

@@ -16,6 +16,10 @@ struct DpFigures {
   int64_t state_bytes = 0;                // optimizer state (per rank in a job)
 };
 
+// Runs `cmd` in a shell and returns its standard output; fails naming `what` and `cmd`, with the
+// output, on a non-zero exit (otter-bench's PyTorch, ONNX Runtime and mpirun children).
+std::string run_child(const std::string& cmd, const std::string& what);
+
 // Seconds this process has spent inside collectives so far (kernels/collective.h, both engines).
 double comm_seconds();
 

@@ -234,14 +234,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
 
 // Runs a Python benchmark script that prints one JSON object in torch_bench.py's fields.
 Result run_python_bench(const std::string& cmd, const std::string& side) {
-  FILE* p = popen(cmd.c_str(), "r");
-  OTTER_CHECK(p, "otter-bench: cannot start ", cmd);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int rc = pclose(p);
-  OTTER_CHECK(rc == 0, "otter-bench: the ", side, " side failed (exit status ", WIFEXITED(rc) ? WEXITSTATUS(rc) : rc,
-              "): ", cmd);
+  const std::string out = run_child(cmd, "the " + side + " side");
   auto j = parse_flat_json(out, side + " output");
   auto num = [&](const char* k) { return std::stod(j.at(k)); };
   Result r{j.at("framework"), j.at("device")};
@@ -391,12 +384,7 @@ void bench_one(const BenchModel& m, const Settings& st, const cli::Args& args, c
 // The python of ONNX Runtime Training's virtual environment (made on first use).
 std::string ort_python(const std::string& root) {
   const std::string cmd = "'" + root + "/scripts/ort-venv.sh'";
-  FILE* p = popen(cmd.c_str(), "r");
-  OTTER_CHECK(p, "otter-bench: cannot start ", cmd);
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  OTTER_CHECK(pclose(p) == 0, "otter-bench: --vs-ort: ", cmd, " could not make ONNX Runtime Training's environment");
+  std::string out = run_child(cmd, "--vs-ort: making ONNX Runtime Training's environment");
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out.substr(out.find_last_of('\n') + 1);
 }
