@@ -129,15 +129,14 @@ std::string CanonicalizePass::summary() const {
 }
 
 void CanonicalizePass::run(Graph& g, PassContext& ctx) {
-  reset_counters();
-  CanonicalizeStats st = canonicalize(g, ctx.evaluator);
-  count("constants_folded", st.constants_folded);
-  count("constant_nodes_lifted", st.constant_nodes_lifted);
-  count("shapes_folded", st.shapes_folded);
-  count("identities_removed", st.identities_removed);
-  count("nodes_removed", st.nodes_removed);
-  count("initializers_removed", st.initializers_removed);
-  count("recurrent_unrolled", st.recurrent_unrolled);
+  const CanonicalizeStats st = canonicalize(g, ctx.evaluator);
+  set_counters({{"constants_folded", st.constants_folded},
+                {"constant_nodes_lifted", st.constant_nodes_lifted},
+                {"shapes_folded", st.shapes_folded},
+                {"identities_removed", st.identities_removed},
+                {"nodes_removed", st.nodes_removed},
+                {"initializers_removed", st.initializers_removed},
+                {"recurrent_unrolled", st.recurrent_unrolled}});
 }
 
 }  // namespace otter

@@ -203,10 +203,9 @@ std::vector<Value*> Unroller::per_direction(Value* v, int64_t axis) {
 
 Value* Unroller::activate(const Activation& a, Value* x) {
   const std::string& f = a.name;
-  if (f == "Relu" || f == "Tanh" || f == "Sigmoid" || f == "Softplus") return emit(f, {x});
+  if (f == "Relu" || f == "Tanh" || f == "Sigmoid" || f == "Softplus" || f == "Softsign") return emit(f, {x});
   if (f == "LeakyRelu" || f == "ThresholdedRelu" || f == "Elu") return emit(f, {x}, {{"alpha", Attribute(a.alpha)}});
   if (f == "HardSigmoid") return emit(f, {x}, {{"alpha", Attribute(a.alpha)}, {"beta", Attribute(a.beta)}});
-  if (f == "Softsign") return emit("Div", {x, add(scalar(1), emit("Abs", {x}))});
   if (f == "Affine") return add(emit("Mul", {x, scalar(a.alpha)}), scalar(a.beta));
   // ScaledTanh: alpha * tanh(beta * x).
   return emit("Mul", {emit("Tanh", {emit("Mul", {x, scalar(a.beta)})}), scalar(a.alpha)});

@@ -13,6 +13,7 @@
 #include "kernels/collective.h"
 #include "runtime/distributed.h"
 #include "runtime/json.h"
+#include "runtime/memory_budget.h"
 
 namespace otter {
 
@@ -30,12 +31,7 @@ std::string run_child(const std::string& cmd, const std::string& what) {
 
 namespace {
 
-std::string mib(int64_t bytes) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.1f MiB (%lld B)", static_cast<double>(bytes) / (1024.0 * 1024.0),
-                static_cast<long long>(bytes));
-  return b;
-}
+std::string mib(int64_t bytes) { return mib_text(bytes) + " (" + std::to_string(bytes) + " B)"; }
 
 }  // namespace
 

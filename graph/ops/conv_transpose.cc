@@ -61,11 +61,7 @@ Dim check_operands(InferContext& ctx, const conv_transpose::Attrs& a, int64_t ns
 }
 
 void infer_conv_transpose(InferContext& ctx) {
-  infer::check_arity(ctx, 2, 3);
-  infer::check_type(ctx, 0, Types::kFloat);
-  infer::check_same_type(ctx, 0, 1);
-  infer::check_same_type(ctx, 0, 2);
-  const DataType t = ctx.in_dtype(0);
+  const DataType t = infer::check_conv_inputs(ctx);
   const conv_transpose::Attrs a(ctx.node());
   const Shape& x = ctx.in_shape(0);
   const Shape& wt = ctx.in_shape(1);

@@ -166,6 +166,14 @@ void check_same_type(InferContext& ctx, int i, int j) {
                     " has type ", dtype_name(a), " (they must match)"));
 }
 
+DataType check_conv_inputs(InferContext& ctx) {
+  check_arity(ctx, 2, 3);
+  check_type(ctx, 0, Types::kFloat);
+  check_same_type(ctx, 0, 1);
+  check_same_type(ctx, 0, 2);
+  return ctx.in_dtype(0);
+}
+
 std::optional<Tensor> const_tensor(InferContext& ctx, int i) {
   if (!ctx.has_input(i)) return std::nullopt;
   if (const Tensor* t = ctx.in_const(i)) return *t;

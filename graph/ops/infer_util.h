@@ -66,6 +66,8 @@ void check_dims_match(InferContext& ctx, const Dim& a, const Dim& b, const std::
 Dim dim_at(const Shape& s, int64_t i);
 // Fails unless inputs i and j (when both known) have one dtype.
 void check_same_type(InferContext& ctx, int i, int j);
+// The common head of Conv and ConvTranspose: X, W and optional B of one float dtype; returns it.
+DataType check_conv_inputs(InferContext& ctx);
 
 // ---- constant and symbolic inputs --------------------------------------------------------------
 // Constant data of input i: an initializer that is not a parameter (ctx.in_const), or the

@@ -151,11 +151,7 @@ std::vector<Dim> window_output(InferContext& ctx, const std::vector<Dim>& in, co
 }
 
 void infer_conv(InferContext& ctx) {
-  infer::check_arity(ctx, 2, 3);
-  infer::check_type(ctx, 0, Types::kFloat);
-  infer::check_same_type(ctx, 0, 1);
-  infer::check_same_type(ctx, 0, 2);
-  DataType t = ctx.in_dtype(0);
+  DataType t = infer::check_conv_inputs(ctx);
   const Shape& x = ctx.in_shape(0);
   const Shape& wt = ctx.in_shape(1);
   int64_t group = ctx.node().attr_i("group", 1);
