@@ -22,6 +22,7 @@
 #include "graph/graph_stats.h"
 #include "runtime/distributed.h"
 #include "runtime/json.h"
+#include "runtime/memory_budget.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
 #include "tools/bench_dp.h"
@@ -265,15 +266,9 @@ Result bench_ort(const BenchModel& m, const Settings& st, const std::string& dat
   return run_python_bench(cmd.str(), "ONNX Runtime");
 }
 
-std::string mib(int64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return b;
-}
-
 void print_row(const Result& r, bool with_plan = false) {
   std::printf("  %-16s %9.2f ms/step (min %.2f, max %.2f)  peak %s, process RSS %s\n", r.framework.c_str(),
-              r.ms.median, r.ms.min, r.ms.max, mib(r.peak_bytes).c_str(), mib(r.peak_rss_bytes).c_str());
+              r.ms.median, r.ms.min, r.ms.max, mib_text(r.peak_bytes).c_str(), mib_text(r.peak_rss_bytes).c_str());
   if (r.plan && with_plan) print_plan(*r.plan, r.peak_bytes);
 }
 
@@ -285,8 +280,8 @@ void print_recompute_comparison(const BenchModel& m, const Settings& st, const s
   Result base = bench_otter(m, none, data);
   auto line = [](const char* what, const Result& r) {
     std::printf("  %-18s %9.2f ms/step (min %.2f, max %.2f)  activations planned %s, measured %s  (peak %s, process "
-                "RSS %s)\n", what, r.ms.median, r.ms.min, r.ms.max, mib(r.arena_bytes).c_str(), mib(r.arena_bytes + r.transient_bytes).c_str(),
-                mib(r.peak_bytes).c_str(), mib(r.peak_rss_bytes).c_str());
+                "RSS %s)\n", what, r.ms.median, r.ms.min, r.ms.max, mib_text(r.arena_bytes).c_str(), mib_text(r.arena_bytes + r.transient_bytes).c_str(),
+                mib_text(r.peak_bytes).c_str(), mib_text(r.peak_rss_bytes).c_str());
   };
   line(("recompute " + enum_name(st.recompute)).c_str(), mine);
   line("recompute none", base);
@@ -363,7 +358,7 @@ void bench_one(const BenchModel& m, const Settings& st, const cli::Args& args, c
   if (st.ranks > 1)
     std::printf("  %lld ranks%s: communication %.2f ms/step (%.1f%% of the step), optimizer state per rank %s\n",
                 static_cast<long long>(st.ranks), st.zero ? " (zero 1)" : "", mine.comm_ms,
-                100 * mine.comm_ms / mine.ms.median, mib(mine.plan->optimizer_state.bytes).c_str());
+                100 * mine.comm_ms / mine.ms.median, mib_text(mine.plan->optimizer_state.bytes).c_str());
   print_compute(mine, st.peak);
   if (args.has("vs-full")) {
     Settings full = st;
@@ -428,8 +423,8 @@ void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Ar
       continue;
     }
     std::printf("| %s | %lld | %.3g | %.3g | %.3g | %.3g | %.3g | %s | %s |\n", m.name.c_str(),
-                static_cast<long long>(st.batch), om, tm, rm, om / tm, om / rm, mib(mine.peak_rss_bytes).c_str(),
-                mib(ort.peak_rss_bytes).c_str());
+                static_cast<long long>(st.batch), om, tm, rm, om / tm, om / rm, mib_text(mine.peak_rss_bytes).c_str(),
+                mib_text(ort.peak_rss_bytes).c_str());
     std::fflush(stdout);
   }
 }
@@ -507,7 +502,8 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   OTTER_CHECK(st.steps >= 1 && st.warmup >= 0 && st.accum >= 1, "otter-bench: --steps and --accum must be >= 1, ",
               "--warmup >= 0");
   OTTER_CHECK(st.device == "cpu" || st.device == "cuda", "otter-bench: --device must be cpu or cuda, got '", st.device, "'");
-  st.peak = measure_peak(st.device, st.precision, args.get_int("peak-size", 2048));  // after the checks: it takes a while
+  // After the checks (it takes a while), in a child process (its matrices would count in our peak RSS).
+  st.peak = measure_peak_in_child(st.device, st.precision, args.get_int("peak-size", 2048), omp_get_max_threads());
   return st;
 }
 
@@ -571,4 +567,7 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return otter::rank_guarded_main(run, argc, argv); }
+int main(int argc, char** argv) {
+  if (otter::serve_peak_request()) return 0;
+  return otter::rank_guarded_main(run, argc, argv);
+}

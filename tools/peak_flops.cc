@@ -7,9 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
 #include <vector>
 
 #include "graph/error.h"
+#include "tools/bench_dp.h"
 
 namespace otter {
 
@@ -91,6 +95,34 @@ PeakFlops measure_peak(const std::string& device, const std::string& precision, 
     return p;
   }
   return measure_sgemm_peak(n, 5);
+}
+
+PeakFlops measure_peak_in_child(const std::string& device, const std::string& precision, int64_t n, int threads) {
+  if (device != "cpu" || n <= 0) return measure_peak(device, precision, n);  // nothing to measure, or an error
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::ostringstream cmd;
+  cmd << "OTTER_BENCH_PEAK=" << n << ":" << precision << " OMP_NUM_THREADS=" << threads
+      << " OPENBLAS_NUM_THREADS=" << threads << " '" << self << "'";
+  // Three lines: FLOP/s, how, why unavailable.
+  std::istringstream out(run_child(cmd.str(), "the peak GEMM measurement"));
+  std::string flops;
+  PeakFlops p;
+  std::getline(out, flops);
+  std::getline(out, p.how);
+  std::getline(out, p.unavailable);
+  p.flops = std::strtod(flops.c_str(), nullptr);
+  return p;
+}
+
+bool serve_peak_request() {
+  const char* req = std::getenv("OTTER_BENCH_PEAK");
+  if (!req) return false;
+  const std::string r = req;
+  const size_t colon = r.find(':');
+  OTTER_CHECK(colon != std::string::npos, "OTTER_BENCH_PEAK must be n:precision, got '", r, "'");
+  const PeakFlops p = measure_peak("cpu", r.substr(colon + 1), std::strtoll(r.c_str(), nullptr, 10));
+  std::printf("%.17g\n%s\n%s\n", p.flops, p.how.c_str(), p.unavailable.c_str());
+  return true;
 }
 
 }  // namespace otter

@@ -24,4 +24,12 @@ PeakFlops measure_bf16_peak(int64_t n, int repeats);
 // (n = 0, or a device other than cpu: unavailable, saying why).
 PeakFlops measure_peak(const std::string& device, const std::string& precision, int64_t n);
 
+// measure_peak in a child process (this executable with OTTER_BENCH_PEAK set, `threads` OpenMP and
+// OpenBLAS threads), so that its three n x n matrices do not count in this process's peak resident
+// set, which otter-bench reports per model.
+PeakFlops measure_peak_in_child(const std::string& device, const std::string& precision, int64_t n, int threads);
+// In the child: when OTTER_BENCH_PEAK ("n:precision") is set, measures, prints the result on stdout
+// and returns true (the caller exits).
+bool serve_peak_request();
+
 }  // namespace otter
