@@ -5,6 +5,8 @@
 // original opset, and the printer shows it (`ai.onnx 13 upgraded from 9`).
 #include <onnx/version_converter/convert.h>
 
+#include <unordered_set>
+
 #include "graph/onnx_proto.h"
 #include "graph/op_table.h"
 
@@ -19,6 +21,43 @@ int default_domain_opset(const onnx::ModelProto& m) {
   return 0;
 }
 
+namespace {
+
+// ONNX's version converter builds its own IR (onnx::graphProtoToGraph), which dereferences a null
+// value when a node reads, or the graph returns, a name that nothing defines (found by fuzzing:
+// tests/data/fuzz/onnx_model/crash-upgrade-undefined-output). So the structure it relies on is
+// checked first: every name read is a graph input, an initializer, an earlier node's output or (in
+// a subgraph) a name of an enclosing graph, and no name is defined twice.
+void check_defined_before_upgrade(const onnx::GraphProto& g, std::unordered_set<std::string> scope,
+                                  const std::string& what) {
+  std::unordered_set<std::string> local;  // a subgraph may shadow a name of an enclosing graph
+  auto define = [&](const std::string& name, const char* kind) {
+    if (name.empty()) return;
+    if (!local.insert(name).second)
+      fail(what, ": graph '", g.name(), "': ", kind, " '", name, "' defines a name already defined");
+    scope.insert(name);
+  };
+  for (const auto& i : g.input()) define(i.name(), "input");
+  for (const auto& t : g.initializer())
+    if (!local.count(t.name())) define(t.name(), "initializer");
+  for (const auto& n : g.node()) {
+    for (const auto& in : n.input())
+      if (!in.empty() && !scope.count(in))
+        fail(what, ": node '", n.name(), "' (", n.op_type(), ") reads '", in,
+             "', which no graph input, initializer or earlier node defines");
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_defined_before_upgrade(a.g(), scope, what);
+      for (const auto& sub : a.graphs()) check_defined_before_upgrade(sub, scope, what);
+    }
+    for (const auto& out : n.output()) define(out, "node output");
+  }
+  for (const auto& o : g.output())
+    if (!scope.count(o.name()))
+      fail(what, ": graph output '", o.name(), "' is not defined by any input, initializer or node");
+}
+
+}  // namespace
+
 std::optional<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& m, const std::string& what) {
   int from = default_domain_opset(m);
   if (from == 0 || from >= kMinOnnxOpset) return std::nullopt;
@@ -26,6 +65,7 @@ std::optional<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& m, const s
     fail(what, ": opset ", from, " of the default domain (ai.onnx) is not supported; otter supports opsets ",
          kMinOnnxOpset, " to ", kMaxOnnxOpset, " and upgrades ", kMinUpgradableOpset, " to ", kMinOnnxOpset - 1,
          " at import");
+  check_defined_before_upgrade(m.graph(), {}, what);
   try {
     return onnx::version_conversion::ConvertVersion(m, kMinOnnxOpset);
   } catch (const std::exception& e) {
