@@ -143,7 +143,7 @@ TEST(FusedAttention, GptTrainsToTheSameLosses) {
 }
 
 // The backward graph keeps Q, K, V, Y and the [.., S] LSE instead of the [.., S, T] scores and
-// probabilities: the activation peak drops (gpt_large at b=16: see docs/ops.md).
+// probabilities: the activation peak drops (gpt_large at b=16: 232 -> 224 MiB, docs/ops.md, "Attention").
 TEST(FusedAttention, LowersTheActivationPeak) {
   int64_t peak[2];
   for (bool fuse : {false, true}) {
