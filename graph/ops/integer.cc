@@ -79,6 +79,7 @@ void register_integer_ops(OpTable& t) {
       "converts X to the type of input 'target_type'");
   add(t, "Hardmax", 13, infer_hardmax, P::kFollow, false, no_gradient(),
       "1 at the first maximum along 'axis', 0 elsewhere");
+  register_quantization_ops(t);  // graph/ops/quantization.cc
 }
 
 }  // namespace otter
