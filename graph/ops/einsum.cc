@@ -56,11 +56,14 @@ void infer_einsum(InferContext& ctx) {
         ed.push_back(d);
         continue;
       }
-      if (size[l].value == -2) size[l] = d;
-      else
-        infer::check_dims_match(ctx, size[l], d,
-                                str_cat("letter '", letter_of(l - E), "' of equation '",
-                                        ctx.node().attr_s("equation", ""), "' has two sizes"));
+      if (size[l].value == -2) {
+        size[l] = d;
+        continue;
+      }
+      infer::check_dims_match(ctx, size[l], d,
+                              str_cat("letter '", letter_of(l - E), "' of equation '",
+                                      ctx.node().attr_s("equation", ""), "' has two sizes"));
+      if (!size[l].is_static() && d.is_static()) size[l] = d;  // a static size over a symbol
     }
     ell.push_back(Shape(ed));
   }
@@ -109,7 +112,8 @@ void grad_einsum(GradContext& c) {
     std::string seen = e.output.letters;
     for (int j = 0; j < n; ++j) {
       if (j == k) continue;
-      lhs += "," + e.inputs[j].text();
+      lhs += ',';
+      lhs += e.inputs[j].text();
       ins.push_back(c.input(j));
       seen += e.inputs[j].letters;
     }

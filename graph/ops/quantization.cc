@@ -54,14 +54,17 @@ void check_qparams(InferContext& ctx, int x, int s, int z, int64_t axis) {
   }
 }
 
-// The 'axis' attribute of QuantizeLinear / DequantizeLinear, normalised against input 0's rank
-// (-1 where the rank is unknown); block_size (opset 21) must be absent or 0.
+// The 'axis' attribute of QuantizeLinear / DequantizeLinear, normalised against input 0's rank;
+// -1 where the rank is unknown or the scale (input 1) is not known to be per axis (the axis, 1 by
+// default, only matters for a 1-D scale of more than one element). block_size (opset 21) must be
+// absent or 0.
 int64_t quant_axis(InferContext& ctx) {
   if (ctx.node().attr_i("block_size", 0) != 0)
     ctx.error("attribute 'block_size' (blocked quantization) is not supported");
   const Shape& x = ctx.in_shape(0);
-  if (!x.rank_known) return -1;
-  if (x.rank() == 0) return -1;
+  const Shape& s = ctx.in_shape(1);
+  if (!x.rank_known || x.rank() == 0 || !s.rank_known || s.rank() != 1) return -1;
+  if (s.dims[0].is_static() && s.dims[0].value == 1) return -1;
   return normalize_axis(ctx, ctx.node().attr_i("axis", 1), x.rank());
 }
 

@@ -175,6 +175,11 @@ class RoiAlignKernel : public Kernel {
   double scale_;
 };
 
+// MaxUnpool: X's values written at the flat (whole-tensor) indices I of the output, zeros
+// elsewhere. The output has output_shape when given, and I indexes it directly (onnxruntime's
+// rule, under which MaxUnpool inverts MaxPool on inputs the window does not tile); ONNX's reference
+// instead unpools into the inferred shape and zero-pads it at the end (onnx/onnx#2398), which
+// test_maxunpool_export_with_output_shape encodes (a known failure).
 class MaxUnpoolKernel : public Kernel {
  public:
   explicit MaxUnpoolKernel(const Node& n)

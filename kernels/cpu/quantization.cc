@@ -150,9 +150,10 @@ QParams<C> read_qparams(const KernelContext& ctx, const std::vector<int64_t>& xd
   return q;
 }
 
-// Axis of QuantizeLinear / DequantizeLinear's per-axis parameters, normalised (-1 for a scalar x).
+// Axis of QuantizeLinear / DequantizeLinear's per-axis parameters, normalised; -1 for a scalar x or
+// a one-element scale (the axis, 1 by default, only matters for a per-axis scale).
 int64_t quant_axis(const KernelContext& ctx, int64_t axis, int64_t rank) {
-  if (rank == 0) return -1;
+  if (rank == 0 || ctx.input(1).numel() == 1) return -1;
   if (axis < -rank || axis >= rank) ctx.error(str_cat("axis ", axis, " is out of range for rank ", rank));
   return axis < 0 ? axis + rank : axis;
 }

@@ -158,6 +158,11 @@ const Row kRows[] = {
       {onnx, "ReverseSequence", kAny, host_logic},
       {onnx, "MaxUnpool", kAny, host_logic},
       {onnx, "RoiAlign", kAny, host_logic},
+      {onnx, "GroupNormalization", kAny, host_logic},  // CPU kernel kernels/cpu/normalize.cc
+      {onnx, "BitwiseAnd", kAny, host_logic},  // Bitwise*: CPU kernels kernels/cpu/elementwise.cc
+      {onnx, "BitwiseOr", kAny, host_logic},
+      {onnx, "BitwiseXor", kAny, host_logic},
+      {onnx, "BitwiseNot", kAny, host_logic},
       // Data movement (shape.cu).
       {onnx, "Transpose", kAny, shape_kernel},
       {onnx, "Concat", kAny, shape_kernel},

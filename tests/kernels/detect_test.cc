@@ -1,7 +1,13 @@
 // Bad input to the detection and sequence ops (graph/ops/detect.cc, kernels/cpu/detect.cc,
 // kernels/cpu/unique.cc): shape inference and the CPU kernels fail with one message naming the
-// culprit. Their results are checked against ONNX's test data by tests/conformance/conformance.cc.
+// culprit. Their results are checked against ONNX's test data by tests/conformance/conformance.cc;
+// the cases here cover what that data leaves open (NMS's strict score threshold, Unique's NaN,
+// MaxUnpool with output_shape as the inverse of MaxPool).
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "graph/op_table.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -40,7 +46,7 @@ std::string infer_error(const std::string& op, const std::vector<std::pair<DataT
   const char* names[] = {"a", "b", "c", "d", "e"};
   for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input(names[i], ins[i].first, Shape::of(ins[i].second)));
   std::vector<std::string> outs;
-  for (int i = 0; i < num_outputs; ++i) outs.push_back("y" + std::to_string(i));
+  for (int i = 0; i < num_outputs; ++i) outs.push_back(str_cat("y", i));
   Node* n = g.add_node(op, vs, outs);
   n->set_name("the_node");
   for (const auto& [k, a] : attrs) n->set_attr(k, a);
@@ -76,6 +82,28 @@ TEST(NonMaxSuppression, NoMaxOutputSelectsNothing) {
   EXPECT_EQ(y[0].dims(), (Ints{0, 3}));
 }
 
+TEST(NonMaxSuppression, ScoreThresholdIsStrict) {
+  // onnxruntime keeps a box only when its score exceeds score_threshold: the 0.4 box is dropped.
+  auto y = run_op({"NonMaxSuppression",
+                   {f32({1, 3, 4}, {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5}), f32({1, 1, 3}, {0.5f, 0.4f, 0.45f}),
+                    i64({1}, {10}), f32({1}, {0.5f}), f32({1}, {0.4f})}});
+  ASSERT_EQ(y[0].dims(), (Ints{2, 3}));
+  EXPECT_EQ(y[0].to_int64_vector(), (Ints{0, 0, 0, 0, 0, 2}));
+}
+
+TEST(Unique, NanEqualsNanAndSortsLast) {
+  // numpy.unique([nan, 1, nan, 0]): [0, 1, nan], first indices [3, 1, 0], inverse [2, 1, 2, 0], counts [1, 1, 2].
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto y = run_op({"Unique", {f32({4}, {nan, 1, nan, 0})}, {}, 4});
+  ASSERT_EQ(y[0].dims(), (Ints{3}));
+  EXPECT_EQ(y[0].data<float>()[0], 0.f);
+  EXPECT_EQ(y[0].data<float>()[1], 1.f);
+  EXPECT_TRUE(std::isnan(y[0].data<float>()[2]));
+  EXPECT_EQ(y[1].to_int64_vector(), (Ints{3, 1, 0}));
+  EXPECT_EQ(y[2].to_int64_vector(), (Ints{2, 1, 2, 0}));
+  EXPECT_EQ(y[3].to_int64_vector(), (Ints{1, 1, 2}));
+}
+
 TEST(Unique, AxisOutOfRange) {
   std::string e = infer_error("Unique", {{kF, {3, 3}}}, {{"axis", Attribute(int64_t{2})}}, 4);
   EXPECT_HAS(e, "the_node");
@@ -107,6 +135,35 @@ TEST(MaxUnpool, IndexOutOfRange) {
   EXPECT_HAS(e, "X and I: 2 vs 3");
   e = infer_error("MaxUnpool", {{kF, {1, 1, 2, 2}}, {kI, {1, 1, 2, 2}}});
   EXPECT_HAS(e, "attribute 'kernel_shape' is required");
+}
+
+// With output_shape, I indexes the output directly (onnxruntime's rule, onnx/onnx#2398), so
+// MaxUnpool inverts MaxPool on an input whose size the window does not tile: MaxPool(k2, s2) of a
+// 2x5x5 input gives 2x2x2 maxima whose whole-tensor indices lie in the 5x5 planes. ONNX's
+// test_maxunpool_export_with_output_shape expects the other reading (unpool into the inferred
+// 4x4, then zero-pad at the end) and is a known failure.
+TEST(MaxUnpool, OutputShapeInvertsMaxPool) {
+  std::vector<float> v(50);
+  for (int i = 0; i < 50; ++i) v[i] = static_cast<float>((i * 37) % 50) - 20.f;  // distinct values
+  const Tensor x = f32({1, 2, 5, 5}, v);
+  const std::map<std::string, Attribute> attrs = {{"kernel_shape", Attribute(Ints{2, 2})},
+                                                  {"strides", Attribute(Ints{2, 2})}};
+  auto pooled = run_op({"MaxPool", {x}, attrs, 2});
+  ASSERT_EQ(pooled[1].dims(), (Ints{1, 2, 2, 2}));
+  auto y = run_op({"MaxUnpool", {pooled[0], pooled[1], i64({4}, {1, 2, 5, 5})}, attrs});
+  ASSERT_EQ(y[0].dims(), (Ints{1, 2, 5, 5}));
+  const Ints idx = pooled[1].to_int64_vector();
+  for (int64_t i = 0; i < 50; ++i) {
+    const bool kept = std::find(idx.begin(), idx.end(), i) != idx.end();
+    EXPECT_EQ(y[0].data<float>()[i], kept ? v[i] : 0.f) << "element " << i;
+  }
+  // Index 6 is element (1, 1) of the 5x5 output (under the pad-after-4x4 reading it would land at (1, 2)).
+  auto z = run_op({"MaxUnpool", {f32({1, 1, 1, 1}, {3.f}), i64({1, 1, 1, 1}, {6}), i64({4}, {1, 1, 5, 5})}, attrs});
+  EXPECT_EQ(z[0].data<float>()[6], 3.f);
+  const auto e = error_of([&] {
+    run_op({"MaxUnpool", {f32({1, 1, 1, 1}, {3.f}), i64({1, 1, 1, 1}, {25}), i64({4}, {1, 1, 5, 5})}, attrs});
+  });
+  EXPECT_HAS(e, "I holds index 25 at element 0, out of range for the output [1,1,5,5] (25 elements)");
 }
 
 TEST(RoiAlign, BadRoisAndBatchIndices) {

@@ -92,6 +92,13 @@ TEST(QuantizeLinear, PerAxis) {
                    1,
                    13});
   EXPECT_EQ(values<uint8_t>(r[0]), (std::vector<uint8_t>{5, 6, 7, 5, 6, 8}));
+  // axis -2 is axis 0 of a 2-D x: the same result.
+  auto n = run_op({"QuantizeLinear",
+                   {T_<float>({2, 3}, {5, 6, 7, 50, 60, 75}), T_<float>({2}, {1, 10}), T_<uint8_t>({2}, {0, 0})},
+                   {{"axis", Attribute(int64_t{-2})}},
+                   1,
+                   13});
+  EXPECT_EQ(values<uint8_t>(n[0]), (std::vector<uint8_t>{5, 6, 7, 5, 6, 8}));
 }
 
 TEST(DequantizeLinear, PerAxisAndInt32) {
@@ -136,6 +143,66 @@ TEST(QuantizeLinear, MismatchedParameterShapesFail) {
   // A blocked (2-D) scale.
   e = error_of({"DequantizeLinear", {T_<uint8_t>({2, 2}, {0, 0, 0, 0}), T_<float>({2, 2}, {1, 1, 1, 1})}, {}, 1, 13});
   EXPECT_NE(e.find("not blocked ones"), std::string::npos) << e;
+}
+
+TEST(QuantizationOps, BadOperandsFail) {
+  // A float zero point would make y a float: otter quantizes to i8 / u8 only.
+  std::string e = error_of({"QuantizeLinear",
+                            {T_<float>({2}, {1, 2}), Tensor::scalar<float>(1.0f), Tensor::scalar<float>(0.0f)},
+                            {},
+                            1,
+                            13});
+  EXPECT_NE(e.find("output type f32 is not supported (i8 or u8)"), std::string::npos) << e;
+  // axis 2 of a 2-D x.
+  e = error_of({"DequantizeLinear",
+                {T_<uint8_t>({2, 2}, {0, 0, 0, 0}), T_<float>({2}, {1, 1}), T_<uint8_t>({2}, {0, 0})},
+                {{"axis", Attribute(int64_t{2})}},
+                1,
+                13});
+  EXPECT_NE(e.find("axis 2 is out of range for rank 2"), std::string::npos) << e;
+  // A zero point of another type than its operand.
+  e = error_of({"MatMulInteger",
+                {T_<int8_t>({1, 2}, {1, 2}), T_<int8_t>({2, 1}, {1, 2}), Tensor::scalar<uint8_t>(0)},
+                {},
+                1,
+                13});
+  EXPECT_NE(e.find("input 2 ('in2') is u8[]"), std::string::npos) << e;
+  EXPECT_NE(e.find("(the types must match)"), std::string::npos) << e;
+  // y's scale must be per tensor.
+  e = error_of({"QLinearMatMul",
+                {T_<uint8_t>({1, 1}, {1}), Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0),
+                 T_<uint8_t>({1, 2}, {1, 1}), Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0),
+                 T_<float>({2}, {1, 1}), Tensor::scalar<uint8_t>(0)},
+                {},
+                1,
+                13});
+  EXPECT_NE(e.find("input 6 ('in6') is f32[2]; expected one element (per tensor)"), std::string::npos) << e;
+  // QLinearConv's bias must be i32 with one element per output channel (here 1).
+  e = error_of({"QLinearConv",
+                {T_<uint8_t>({1, 1, 1, 1}, {4}), Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0),
+                 T_<uint8_t>({1, 1, 1, 1}, {3}), Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0),
+                 Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0), T_<int32_t>({2}, {1, 1})},
+                {},
+                1,
+                13});
+  EXPECT_NE(e.find("input 8 ('in8') is i32[2]; expected i32[1]"), std::string::npos) << e;
+}
+
+TEST(QuantizeLinear, ShapeInferenceRejectsUnsupportedOutputType) {
+  // output_dtype 17 is ONNX's FLOAT8E4M3FN, which otter does not have.
+  Graph g;
+  g.opset_imports[""] = 13;
+  Value* x = g.add_input("x", DataType::kFloat32, Shape::of({2}));
+  Value* s = g.add_input("s", DataType::kFloat32, Shape::of({}));
+  Node* n = g.add_node("QuantizeLinear", {x, s}, {"y"});
+  n->set_attr("output_dtype", Attribute(int64_t{17}));
+  try {
+    infer_node(*n);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attribute 'output_dtype' = 17 is not int8 or uint8"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(QuantizeLinear, ShapeInferenceRejectsMismatchedScale) {
@@ -196,6 +263,20 @@ TEST(QLinearMatMul, RequantizeSaturatesAndRoundsToEven) {
                    1,
                    13});
   EXPECT_EQ(values<uint8_t>(y[0]), (std::vector<uint8_t>{12, 18, 255}));
+}
+
+TEST(QLinearMatMul, PerRowAndPerColumnScales) {
+  // a [2, 1] = {1, 2} with per-row scales {1, 2}; b [1, 2] = {3, 5} with per-column scales
+  // {1, 0.5}; zero points 0, y_scale 1. Int products [[3, 5], [6, 10]]; multipliers
+  // a_scale[i] * b_scale[j] = [[1, 0.5], [2, 1]]: [[3, 2.5 -> 2 (even)], [12, 10]].
+  auto y = run_op({"QLinearMatMul",
+                   {T_<uint8_t>({2, 1}, {1, 2}), T_<float>({2}, {1, 2}), T_<uint8_t>({2}, {0, 0}),
+                    T_<uint8_t>({1, 2}, {3, 5}), T_<float>({2}, {1, 0.5f}), T_<uint8_t>({2}, {0, 0}),
+                    Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0)},
+                   {},
+                   1,
+                   13});
+  EXPECT_EQ(values<uint8_t>(y[0]), (std::vector<uint8_t>{3, 2, 12, 10}));
 }
 
 TEST(ConvInteger, PaddingReadsAsZeroPoint) {

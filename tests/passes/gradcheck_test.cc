@@ -152,7 +152,22 @@ TEST(GradCheck, EinsumBatchImplicit) { check_gradients_both({.op = "Einsum", .sh
 TEST(GradCheck, EinsumSumAndTranspose) { check_gradients_both({.op = "Einsum", .shapes = {{3, 4, 2}}, .attrs = {{"equation", eq("ijk->ki")}}}); }
 TEST(GradCheck, EinsumThreeOperands) { check_gradients_both({.op = "Einsum", .shapes = {{3, 4}, {4}, {4, 2}}, .attrs = {{"equation", eq("ij,j,jk->ik")}}}); }
 TEST(GradCheck, EinsumEllipsis) { check_gradients({.op = "Einsum", .shapes = {{2, 3, 4}, {2, 3, 4, 5}}, .attrs = {{"equation", eq("...j,...jk->...k")}}}); }
+// A batched operand against a shared one (the weight's gradient sums over the ellipsis dims).
+TEST(GradCheck, EinsumSharedWeight) { check_gradients({.op = "Einsum", .shapes = {{2, 3, 4}, {4, 5}}, .attrs = {{"equation", eq("...ij,jk->...ik")}}}); }
 TEST(GradCheck, EinsumOuterSummed) { check_gradients_both({.op = "Einsum", .shapes = {{3, 2}, {4}}, .attrs = {{"equation", eq("ij,k->i")}}}); }
+// Equations the rule refuses: a diagonal, and ellipsis dims summed away; autodiff names the node.
+TEST(GradCheck, EinsumRefusedEquations) {
+  for (const auto& [e, why] : std::vector<std::pair<const char*, const char*>>{
+           {"ii->i", "term 'ii' repeats letter 'i' (a diagonal)"}, {"...i->i", "term '...i' sums its ellipsis dims"}}) {
+    try {
+      check_gradients({.op = "Einsum", .shapes = {{3, 3}}, .attrs = {{"equation", eq(e)}}});
+      ADD_FAILURE() << e << ": expected an error";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(str_cat("no gradient for this equation: ", why)), std::string::npos)
+          << err.what();
+    }
+  }
+}
 
 // ---- activations used by the digits models --------------------------------------------------------
 TEST(GradCheck, Relu) { check_gradients_both({.op = "Relu", .shapes = {{3, 5}}, .init = away_from_zero()}); }
@@ -503,6 +518,23 @@ TEST(GradCheck, NegativeLogLikelihood) {
   }
   check_gradients_both({.op = "NegativeLogLikelihoodLoss", .shapes = {{2, 3, 4}, {}},
                         .fixed = {{1, i64({2, 4}, {0, 2, 1, 2, 1, 1, 0, 2})}}, .attrs = {{"ignore_index", int_attr(1)}}});
+}
+
+// GroupNormalization (graph/ops/normalization.cc): X viewed as [N, G, M]; scale and bias per
+// channel at opset 21, per group at opset 18; ranks 3 to 5 and X of rank 2.
+TEST(GradCheck, GroupNormalizationPerChannel) {
+  check_gradients_both({.op = "GroupNormalization", .shapes = {{2, 6, 3}, {6}, {6}},
+                        .attrs = {{"num_groups", int_attr(3)}}, .opset = 21, .tol = 1e-5});
+  check_gradients({.op = "GroupNormalization", .shapes = {{2, 4, 2, 3}, {4}, {4}},
+                   .attrs = {{"num_groups", int_attr(2)}, {"epsilon", Attribute(0.01f)}}, .opset = 21, .tol = 1e-5});
+  check_gradients({.op = "GroupNormalization", .shapes = {{3, 4}, {4}, {4}}, .attrs = {{"num_groups", int_attr(2)}},
+                   .opset = 21, .tol = 1e-5});
+}
+TEST(GradCheck, GroupNormalizationPerGroup) {
+  check_gradients_both({.op = "GroupNormalization", .shapes = {{2, 6, 2, 2}, {3}, {3}},
+                        .attrs = {{"num_groups", int_attr(3)}}, .opset = 18, .tol = 1e-5});
+  check_gradients({.op = "GroupNormalization", .shapes = {{2, 4, 2, 1, 3}, {2}, {2}},
+                   .attrs = {{"num_groups", int_attr(2)}}, .opset = 18, .tol = 1e-5});
 }
 
 }  // namespace
