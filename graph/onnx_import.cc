@@ -43,7 +43,7 @@ void check_ops(const onnx::GraphProto& gp, const std::map<std::string, int>& imp
     std::string domain = normalize_domain(n.domain());
     std::string label = node_label(n, i);
     std::string op = domain.empty() ? n.op_type() : domain + "." + n.op_type();
-    if (!domain.empty() && domain != kOtterDomain) {
+    if (!domain.empty() && domain != kOtterDomain && domain != kTrainingDomain) {
       bad.push_back(str_cat(op, " (", label, "; domain '", domain, "' is not supported)"));
       continue;
     }
@@ -144,7 +144,8 @@ struct ImportState {
   }
 };
 
-// Opsets: the default domain in 13..21, ai.otter at 1; other domains are refused where used.
+// Opsets: the default domain in 13..21, ai.otter and ai.onnx.preview.training at 1; other domains
+// are refused where used.
 void read_opsets(ImportState& s) {
   for (const auto& op : s.m.opset_import()) {
     std::string domain = normalize_domain(op.domain());
@@ -155,13 +156,15 @@ void read_opsets(ImportState& s) {
              kMinOnnxOpset, " to ", kMaxOnnxOpset);
     } else if (domain == kOtterDomain) {
       OTTER_CHECK(version == 1, s.what, ": opset ", version, " of domain ai.otter is not supported (only 1)");
+    } else if (domain == kTrainingDomain) {
+      OTTER_CHECK(version == 1, s.what, ": opset ", version, " of domain ", kTrainingDomain, " is not supported (only 1)");
     }
     auto [it, fresh] = s.imports.emplace(domain, static_cast<int>(version));
     OTTER_CHECK(fresh || it->second == version, s.what, ": domain ", domain_label(domain),
                 " is imported twice, at opsets ", it->second, " and ", version);
   }
   for (const auto& [d, v] : s.imports)
-    if (d.empty() || d == kOtterDomain) s.g->opset_imports[d] = v;
+    if (d.empty() || d == kOtterDomain || d == kTrainingDomain) s.g->opset_imports[d] = v;
 }
 
 void read_model_info(ImportState& s) {

@@ -80,6 +80,9 @@ OpTable& OpTable::instance() {
     register_indexing_ops(*t);
     register_normalization_ops(*t);
     register_resize_ops(*t);
+    register_training_ops(*t);
+    register_einsum_ops(*t);
+    register_lrn_det_ops(*t);
     register_select_ops(*t);
     register_recurrent_ops(*t);
     return t;

@@ -121,6 +121,9 @@ void register_integer_ops(OpTable& t);  // graph/ops/integer.cc
 void register_indexing_ops(OpTable& t);  // graph/ops/indexing.cc
 void register_normalization_ops(OpTable& t);  // graph/ops/normalization.cc
 void register_resize_ops(OpTable& t);  // graph/ops/resize.cc
+void register_training_ops(OpTable& t);  // graph/ops/training.cc
+void register_einsum_ops(OpTable& t);  // graph/ops/einsum.cc
+void register_lrn_det_ops(OpTable& t);  // graph/ops/lrn_det.cc
 
 // Runs shape/type inference for one node; fails with the node's name when the op is unknown.
 void infer_node(Node& n);
@@ -135,6 +138,8 @@ void pin_batch(Graph& g, int64_t b);
 constexpr int kMinOnnxOpset = 13;
 constexpr int kMaxOnnxOpset = 21;
 constexpr const char* kOtterDomain = "ai.otter";
+// ONNX's training-preview domain: only its optimizers (Adagrad, Adam, Momentum) at opset 1.
+constexpr const char* kTrainingDomain = "ai.onnx.preview.training";
 
 // ---- helpers shared by the op families ----------------------------------------------------------
 // Numpy-style broadcast of shapes; fails (via ctx.error) when incompatible.

@@ -125,6 +125,12 @@ void grad_fused(GradContext& c, const std::string& op, const std::vector<Value*>
 // Output 0 takes input i's dtype and shape (element-wise gradient ops).
 void same_as_input(InferContext& ctx, int i, int out = 0);
 
+// Output shapes of a numpy matrix product of inputs a and b, and of a convolution of X (input x) and
+// W (input w) with its window attributes and an optional bias (input b; -1: none): shared by MatMul,
+// Conv and the quantized ops (graph/ops/quantization.cc); defined in graph/ops/matmul_conv.cc.
+Shape matmul_shape(InferContext& ctx, int a, int b);
+Shape conv_shape(InferContext& ctx, int x, int w, int b);
+
 // Normalises and checks a list of axes against `rank` (no duplicates).
 std::vector<int64_t> normalize_axes(InferContext& ctx, const std::vector<int64_t>& axes, int64_t rank,
                                     const char* what = "axes");
@@ -137,4 +143,5 @@ namespace otter {
 // (graph/ops/matmul_conv.cc) by register_nn_ops.
 void register_data_movement_ops(OpTable& t);
 void register_matmul_conv_ops(OpTable& t);
+void register_quantization_ops(OpTable& t);  // graph/ops/quantization.cc, by register_integer_ops
 }  // namespace otter

@@ -1,6 +1,7 @@
-// Op-table rows of Mod, BitShift, CastLike and Hardmax: Mod {fmod} of all numeric types including
-// the wider integers (float remainders differentiate: dA = dY, dB = -dY * trunc(A / B)),
-// BitShift {direction} of unsigned integers, CastLike (Cast to input 1's type; the gradient is cast
+// Op-table rows of Mod, BitShift, Bitwise*, CastLike and Hardmax: Mod {fmod} of all numeric types
+// including the wider integers (float remainders differentiate: dA = dY, dB = -dY * trunc(A / B)),
+// BitShift {direction} of unsigned integers, BitwiseAnd / Or / Xor (numpy broadcasting) and
+// BitwiseNot of every integer type (no gradient), CastLike (Cast to input 1's type; the gradient is cast
 // back) and Hardmax (one-hot of the first maximum along 'axis'; piecewise constant, so no
 // gradient). Kernels: kernels/cpu/elementwise.cc, kernels/cpu/scan.cc and their CUDA twins.
 #include "graph/gradient.h"
@@ -49,6 +50,14 @@ void infer_bitshift(InferContext& ctx) {
   ctx.set_output(0, t, broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
 }
 
+// BitwiseAnd / Or / Xor: two integer inputs of one type, broadcast.
+void infer_bitwise(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 2);
+  infer::check_type(ctx, 0, Types::kInteger);
+  infer::check_same_type(ctx, 0, 1);
+  ctx.set_output(0, ctx.in_dtype(0), broadcast_shapes(ctx, {ctx.in_shape(0), ctx.in_shape(1)}));
+}
+
 void infer_castlike(InferContext& ctx) {
   infer::check_arity(ctx, 2, 2);
   ctx.set_output(0, ctx.in_dtype(1), ctx.in_shape(0));
@@ -75,10 +84,17 @@ void register_integer_ops(OpTable& t) {
       "remainder of A / B with numpy broadcasting {fmod: dividend's sign; else the divisor's}");
   add(t, "BitShift", 11, infer_bitshift, P::kNone, false, no_gradient(),
       "X shifted by Y bits {direction: LEFT or RIGHT}, unsigned integers");
+  // BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot 18.
+  add(t, "BitwiseAnd", 18, infer_bitwise, P::kNone, false, no_gradient(), "A & B with numpy broadcasting, integers");
+  add(t, "BitwiseOr", 18, infer_bitwise, P::kNone, false, no_gradient(), "A | B with numpy broadcasting, integers");
+  add(t, "BitwiseXor", 18, infer_bitwise, P::kNone, false, no_gradient(), "A ^ B with numpy broadcasting, integers");
+  add(t, "BitwiseNot", 18, infer::unary(Types::kInteger), P::kNone, false, no_gradient(),
+      "~X (every bit flipped), integers");
   add(t, "CastLike", 15, infer_castlike, P::kNone, false, grad_rule(grad_castlike),
       "converts X to the type of input 'target_type'");
   add(t, "Hardmax", 13, infer_hardmax, P::kFollow, false, no_gradient(),
       "1 at the first maximum along 'axis', 0 elsewhere");
+  register_quantization_ops(t);  // graph/ops/quantization.cc
 }
 
 }  // namespace otter

@@ -16,16 +16,15 @@ using infer::dim_at;
 using infer::Types;
 
 // ---- MatMul / Gemm ------------------------------------------------------------------------------
-void infer_matmul(InferContext& ctx) {
-  infer::check_arity(ctx, 2, 2);
-  infer::check_type(ctx, 0, Types::kNumeric);
-  infer::check_same_type(ctx, 0, 1);
-  DataType t = ctx.in_dtype(0);
-  const Shape& a = ctx.in_shape(0);
-  const Shape& b = ctx.in_shape(1);
-  if (!a.rank_known || !b.rank_known) return ctx.set_output(0, t, Shape::unknown());
-  for (int i = 0; i < 2; ++i)
-    if (ctx.in_shape(i).rank() == 0) ctx.error(infer::input_desc(ctx, i) + " is a scalar; MatMul needs rank >= 1");
+}  // namespace
+
+Shape infer::matmul_shape(InferContext& ctx, int ia, int ib) {
+  const Shape& a = ctx.in_shape(ia);
+  const Shape& b = ctx.in_shape(ib);
+  if (!a.rank_known || !b.rank_known) return Shape::unknown();
+  for (int i : {ia, ib})
+    if (ctx.in_shape(i).rank() == 0)
+      ctx.error(infer::input_desc(ctx, i) + " is a scalar; " + ctx.node().op_type() + " needs rank >= 1");
   std::vector<Dim> ad = a.dims, bd = b.dims;
   bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
   if (a_vec) ad.insert(ad.begin(), Dim(int64_t{1}));
@@ -40,7 +39,16 @@ void infer_matmul(InferContext& ctx) {
   std::vector<Dim> out = batch.dims;
   if (!a_vec) out.push_back(ad[ad.size() - 2]);
   if (!b_vec) out.push_back(bd.back());
-  ctx.set_output(0, t, Shape(out));
+  return Shape(out);
+}
+
+namespace {
+
+void infer_matmul(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 2);
+  infer::check_type(ctx, 0, Types::kNumeric);
+  infer::check_same_type(ctx, 0, 1);
+  ctx.set_output(0, ctx.in_dtype(0), infer::matmul_shape(ctx, 0, 1));
 }
 
 void infer_gemm(InferContext& ctx) {
@@ -150,18 +158,19 @@ std::vector<Dim> window_output(InferContext& ctx, const std::vector<Dim>& in, co
   return out;
 }
 
-void infer_conv(InferContext& ctx) {
-  DataType t = infer::check_conv_inputs(ctx);
-  const Shape& x = ctx.in_shape(0);
-  const Shape& wt = ctx.in_shape(1);
+}  // namespace
+
+Shape infer::conv_shape(InferContext& ctx, int ix, int iw, int ib) {
+  const Shape& x = ctx.in_shape(ix);
+  const Shape& wt = ctx.in_shape(iw);
   int64_t group = ctx.node().attr_i("group", 1);
   if (group < 1) ctx.error(str_cat("attribute 'group' = ", group, " must be >= 1"));
   std::vector<int64_t> kernel = ctx.node().attr_ints("kernel_shape");
   int64_t nsp = x.rank_known ? x.rank() - 2 : wt.rank_known ? wt.rank() - 2 : static_cast<int64_t>(kernel.size());
-  if (!x.rank_known && !wt.rank_known && kernel.empty()) return ctx.set_output(0, t, Shape::unknown());
-  if (nsp < 1) ctx.error(str_cat("input 0 (X) must have rank >= 3, got ", x.to_string()));
+  if (!x.rank_known && !wt.rank_known && kernel.empty()) return Shape::unknown();
+  if (nsp < 1) ctx.error(str_cat(infer::input_desc(ctx, ix), " must have rank >= 3, got ", x.to_string()));
   if (x.rank_known && wt.rank_known && wt.rank() != x.rank())
-    ctx.error(str_cat("input 1 (W) has shape ", wt.to_string(), " but X has shape ", x.to_string(),
+    ctx.error(str_cat(infer::input_desc(ctx, iw), " has shape ", wt.to_string(), " but X has shape ", x.to_string(),
                       " (ranks must match)"));
   if (!kernel.empty() && static_cast<int64_t>(kernel.size()) != nsp)
     ctx.error(str_cat("attribute 'kernel_shape' has ", kernel.size(), " values, expected ", nsp));
@@ -180,21 +189,22 @@ void infer_conv(InferContext& ctx) {
   if (c.is_static() && cw.is_static() && c.value != cw.value * group)
     ctx.error(str_cat("X has ", c.value, " channels but W expects ", cw.value, " x group ", group, " = ",
                       cw.value * group));
-  if (ctx.has_input(2)) {
-    const Shape& b = ctx.in_shape(2);
-    if (b.rank_known && b.rank() != 1) ctx.error("input 2 (B) must be 1-D, got shape " + b.to_string());
-    if (b.rank_known) infer::check_dims_match(ctx, b.dims[0], m, "input 2 (B) size differs from W's output channels");
+  if (ib >= 0 && ctx.has_input(ib)) {
+    const Shape& b = ctx.in_shape(ib);
+    const std::string bdesc = infer::input_desc(ctx, ib);
+    if (b.rank_known && b.rank() != 1) ctx.error(bdesc + " must be 1-D, got shape " + b.to_string());
+    if (b.rank_known) infer::check_dims_match(ctx, b.dims[0], m, bdesc + " size differs from W's output channels");
   }
   std::vector<Dim> out = {dim_at(x, 0), m};
   if (kernel.empty()) {
     if (!wt.rank_known) {
       for (int64_t i = 0; i < nsp; ++i) out.push_back(Dim());
-      return ctx.set_output(0, t, Shape(out));
+      return Shape(out);
     }
     for (int64_t i = 0; i < nsp; ++i) {
       if (!wt.dims[2 + i].is_static()) {
         for (int64_t k = 0; k < nsp; ++k) out.push_back(Dim());
-        return ctx.set_output(0, t, Shape(out));
+        return Shape(out);
       }
       kernel.push_back(wt.dims[2 + i].value);
     }
@@ -203,7 +213,14 @@ void infer_conv(InferContext& ctx) {
   std::vector<Dim> in(nsp);
   for (int64_t i = 0; i < nsp; ++i) in[i] = dim_at(x, 2 + i);
   for (const Dim& d : window_output(ctx, in, w)) out.push_back(d);
-  ctx.set_output(0, t, Shape(out));
+  return Shape(out);
+}
+
+namespace {
+
+void infer_conv(InferContext& ctx) {
+  DataType t = infer::check_conv_inputs(ctx);
+  ctx.set_output(0, t, infer::conv_shape(ctx, 0, 1, 2));
 }
 
 InferFn pool(bool is_max) {

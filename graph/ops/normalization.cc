@@ -1,6 +1,8 @@
 // Op-table rows of InstanceNormalization (per sample and channel over the spatial axes, then scale
-// and bias per channel), MeanVarianceNormalization {axes} and LpNormalization {axis, p}. Their
-// gradient rules are built from primitive ops (ReduceSum, Mul, ...), recomputing the statistics.
+// and bias per channel), GroupNormalization {num_groups} (per sample over each group of channels;
+// scale and bias per group at opset 18, per channel from 21), MeanVarianceNormalization {axes} and
+// LpNormalization {axis, p}. Their gradient rules are built from primitive ops (ReduceSum, Mul,
+// ...), recomputing the statistics.
 // Kernels: kernels/cpu/normalize.cc, kernels/cuda/normalize.cu.
 #include <numeric>
 
@@ -29,6 +31,38 @@ void infer_instance_norm(InferContext& ctx) {
       ctx.error(str_cat(infer::input_desc(ctx, i), " must be 1-D [C], got ", s.to_string()));
     if (s.rank_known && x.rank_known)
       infer::check_dims_match(ctx, s.dims[0], x.dims[1], str_cat(infer::input_desc(ctx, i), " and the channels of X"));
+  }
+  ctx.set_output(0, ctx.in_dtype(0), x);
+}
+
+// GroupNormalization: X [N, C, ...] with C divisible by num_groups; scale and bias 1-D of length
+// num_groups (opset 18-20) or C (opset 21); stash_type (21) names a float type.
+void infer_group_norm(InferContext& ctx) {
+  infer::check_arity(ctx, 3, 3);
+  infer::check_float(ctx, 0);
+  infer::check_same_type(ctx, 0, 1);
+  infer::check_same_type(ctx, 0, 2);
+  const int64_t groups = ctx.node().attr_i("num_groups", 0);
+  if (groups <= 0) ctx.error(str_cat("attribute 'num_groups' is required and must be positive, got ", groups));
+  const int64_t stash = ctx.node().attr_i("stash_type", 1);
+  if (stash != 1 && stash != 10 && stash != 11 && stash != 16)
+    ctx.error(str_cat("attribute 'stash_type' must be a float type (1, 10, 11 or 16), got ", stash));
+  const Shape& x = ctx.in_shape(0);
+  if (x.rank_known && x.rank() < 2)
+    ctx.error(str_cat(infer::input_desc(ctx, 0), " must have rank >= 2 (N, C, ...), got ", x.to_string()));
+  const Dim c = infer::dim_at(x, 1);
+  if (c.is_static() && c.value % groups != 0)
+    ctx.error(str_cat("the channels of X (", c.value, ") are not divisible by num_groups (", groups, ")"));
+  const bool per_channel = ctx.node().opset() >= 21;
+  for (int i = 1; i <= 2; ++i) {
+    const Shape& s = ctx.in_shape(i);
+    if (s.rank_known && s.rank() != 1)
+      ctx.error(str_cat(infer::input_desc(ctx, i), " must be 1-D, got ", s.to_string()));
+    if (!s.rank_known) continue;
+    if (per_channel)
+      infer::check_dims_match(ctx, s.dims[0], c, str_cat(infer::input_desc(ctx, i), " and the channels of X"));
+    else
+      infer::check_dims_match(ctx, s.dims[0], Dim(groups), str_cat(infer::input_desc(ctx, i), " and num_groups"));
   }
   ctx.set_output(0, ctx.in_dtype(0), x);
 }
@@ -98,6 +132,49 @@ void grad_instance_norm(GradContext& c) {
   grad_mean_var(c, axes, c.node().attr_f("epsilon", 1e-5f), true);
 }
 
+// GroupNormalization: X viewed as [N, G, M] (Reshape [0, G, -1]), each row normalised as above
+// over axis 2; g = dY * scale, with scale per channel (opset 21) or per group (18).
+void grad_group_norm(GradContext& c) {
+  Value *x = c.input(0), *dy = c.grad_output(0), *scale = c.input(1);
+  const int64_t r = c.rank_of(x);
+  const bool per_channel = c.node().opset() >= 21;
+  const std::vector<int64_t> row = {2};
+  Value* view = c.ints({0, c.node().attr_i("num_groups", 0), -1});
+  Value* xr = c.emit("Reshape", {x, view});
+  Value* xc = c.emit("Sub", {xr, mean_keep(c, xr, row, xr)});
+  Value* var = mean_keep(c, c.emit("Mul", {xc, xc}), row, xr);
+  const double eps = c.node().attr_f("epsilon", 1e-5f);
+  Value* rstd = c.emit("Reciprocal", {c.emit("Sqrt", {c.emit("Add", {var, c.scalar_like(eps, x)})})});
+  Value* xhat = c.emit("Mul", {xc, rstd});  // [N, G, M]
+  Value* dyr = c.emit("Reshape", {dy, view});
+  std::vector<int64_t> spatial(static_cast<size_t>(r - 2));
+  std::iota(spatial.begin(), spatial.end(), 1);
+  Value* g;
+  if (per_channel) {
+    Value* s = spatial.empty() ? scale : c.emit("Unsqueeze", {scale, c.ints(spatial)});
+    g = c.emit("Reshape", {c.emit("Mul", {dy, s}), view});
+  } else {
+    g = c.emit("Mul", {dyr, c.emit("Unsqueeze", {scale, c.ints({1})})});
+  }
+  if (c.needs_grad(0)) {
+    Value* t = c.emit("Sub", {g, mean_keep(c, g, row, xr)});
+    t = c.emit("Sub", {t, c.emit("Mul", {xhat, mean_keep(c, c.emit("Mul", {g, xhat}), row, xr)})});
+    c.set_grad_input(0, c.reshape_like(c.emit("Mul", {t, rstd}), x));
+  }
+  // Per channel: sums over all axes but 1 of X's shape; per group: over axes 0 and 2 of the view.
+  std::vector<int64_t> axes = {0, 2};
+  Value *d = dyr, *dh = c.emit("Mul", {dyr, xhat});
+  if (per_channel) {
+    axes = {0};
+    for (int64_t i = 2; i < r; ++i) axes.push_back(i);
+    d = dy;
+    dh = c.emit("Mul", {dy, c.reshape_like(xhat, x)});
+  }
+  auto reduce = [&](Value* v) { return c.emit("ReduceSum", {v, c.ints(axes)}, {{"keepdims", Attribute(int64_t{0})}}); };
+  if (c.needs_grad(1)) c.set_grad_input(1, reduce(dh));
+  if (c.needs_grad(2)) c.set_grad_input(2, reduce(d));
+}
+
 void grad_mvn(GradContext& c) {
   const int64_t r = c.rank_of(c.input(0));
   std::vector<int64_t> axes;
@@ -126,6 +203,12 @@ void register_normalization_ops(OpTable& t) {
   // Statistics in fp32 under mixed precision, like LayerNormalization.
   add(t, "InstanceNormalization", 6, infer_instance_norm, P::kFp32, false, grad_rule(grad_instance_norm),
       "(X - mean) / sqrt(var + epsilon) per sample and channel over the spatial axes, * scale[c] + B[c]");
+  // GroupNormalization 18 (scale, bias [num_groups]); 21 (scale, bias [C]; stash_type: the
+  // statistics are computed in double on the CPU whatever it names).
+  add(t, "GroupNormalization", 18, 20, infer_group_norm, P::kFp32, false, grad_rule(grad_group_norm),
+      "(X - mean) / sqrt(var + epsilon) per sample over each of num_groups channel groups, * scale[g] + B[g]");
+  add(t, "GroupNormalization", 21, infer_group_norm, P::kFp32, false, grad_rule(grad_group_norm),
+      "(X - mean) / sqrt(var + epsilon) per sample over each of num_groups channel groups, * scale[c] + B[c]");
   add(t, "MeanVarianceNormalization", 13, infer_mvn, P::kFp32, false, grad_rule(grad_mvn),
       "(X - mean) / sqrt(var) over 'axes'");
   add(t, "LpNormalization", 1, infer_lp_norm, P::kFp32, false, grad_rule(grad_lp_norm),

@@ -92,6 +92,8 @@ void infer_eyelike(InferContext& ctx) {
 
 }  // namespace
 
+void register_detect_ops(OpTable& t);  // graph/ops/detect.cc
+
 void register_select_ops(OpTable& t) {
   // TopK 11; NonZero 13; Compress 11; OneHot 11; EyeLike 9 (all unchanged to 21 but for types).
   add(t, "TopK", 11, infer_topk, P::kNone, false, grad_rule(grad_topk),
@@ -104,6 +106,7 @@ void register_select_ops(OpTable& t) {
       "values[1] at each index along a new 'axis', values[0] elsewhere");
   add(t, "EyeLike", 9, infer_eyelike, P::kNone, false, no_gradient(),
       "ones on diagonal 'k' of a 2-D tensor of input's shape {dtype}");
+  register_detect_ops(t);
 }
 
 }  // namespace otter

@@ -124,6 +124,19 @@ struct BitShiftOp {
     return static_cast<T>(kLeft ? a << b : a >> b);
   }
 };
+// BitwiseAnd / Or / Xor / Not of integers (two's complement bits of the storage type).
+struct BitwiseAndOp {
+  template <typename T> OTTER_HD T operator()(T a, T b) const { return static_cast<T>(a & b); }
+};
+struct BitwiseOrOp {
+  template <typename T> OTTER_HD T operator()(T a, T b) const { return static_cast<T>(a | b); }
+};
+struct BitwiseXorOp {
+  template <typename T> OTTER_HD T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+};
+struct BitwiseNotOp {
+  template <typename T> OTTER_HD T operator()(T a) const { return static_cast<T>(~a); }
+};
 
 // ---- comparisons and logic (bool results) -------------------------------------------------------
 struct EqualOp {

@@ -1,7 +1,8 @@
 // Group normalisation arithmetic shared by the CPU (kernels/cpu/normalize.cc) and CUDA
 // (kernels/cuda/normalize.cu) kernels of InstanceNormalization, MeanVarianceNormalization and
 // LpNormalization: the elements of X split into groups (the positions of the kept axes), each
-// normalised over its members (the positions of the reduced axes) in double.
+// normalised over its members (the positions of the reduced axes) in double. GroupNormalization
+// (CPU only; CUDA runs the CPU kernel on host copies) has its own row function, group_norm_row.
 #pragma once
 
 #include <math.h>
@@ -89,6 +90,32 @@ OTTER_HD void normalize_group(const NormGeom& s, int64_t g, const S* x, S* y, No
     const int64_t o = norm_offset(s, g, m);
     const double v = static_cast<double>(load_value(x[o]));
     y[o] = store_value<S>(static_cast<compute_type<S>>((v - shift) * mul * sc + bi));
+  }
+}
+
+// GroupNormalization: row `row` = n * groups + g of X viewed as [N, groups, members] (members =
+// C / groups * spatial contiguous elements), normalised in double (mean first, then the variance
+// of the deviations). scale and bias are indexed per channel (g * C / groups + m / spatial) when
+// per_channel (opset 21), else per group (opset 18).
+template <typename S, typename P>
+OTTER_HD void group_norm_row(const S* x, S* y, int64_t row, int64_t groups, int64_t members, int64_t spatial,
+                             double eps, const P* scale, const P* bias, bool per_channel) {
+  const S* xr = x + row * members;
+  S* yr = y + row * members;
+  double sum = 0, sq = 0;
+  for (int64_t m = 0; m < members; ++m) sum += static_cast<double>(load_value(xr[m]));
+  const double mean = sum / static_cast<double>(members);
+  for (int64_t m = 0; m < members; ++m) {
+    const double d = static_cast<double>(load_value(xr[m])) - mean;
+    sq += d * d;
+  }
+  const double rstd = 1 / sqrt(sq / static_cast<double>(members) + eps);
+  const int64_t g = row % groups, channels_per_group = members / spatial;
+  for (int64_t m = 0; m < members; ++m) {
+    const int64_t k = per_channel ? g * channels_per_group + m / spatial : g;
+    const double v = (static_cast<double>(load_value(xr[m])) - mean) * rstd;
+    const double out = v * static_cast<double>(load_value(scale[k])) + static_cast<double>(load_value(bias[k]));
+    yr[m] = store_value<S>(static_cast<compute_type<S>>(out));
   }
 }
 

@@ -92,6 +92,17 @@ decltype(auto) visit_unsigned(DataType t, F&& f) {
     default: fail("unsupported dtype ", dtype_name(t), " (expected an unsigned integer type)");
   }
 }
+// The integer types, signed and unsigned (the Bitwise ops).
+template <typename F>
+decltype(auto) visit_integer(DataType t, F&& f) {
+  switch (t) {
+    case DataType::kInt8: return f(Tag<int8_t>{});
+    case DataType::kInt16: return f(Tag<int16_t>{});
+    case DataType::kInt32: return f(Tag<int32_t>{});
+    case DataType::kInt64: return f(Tag<int64_t>{});
+    default: return visit_unsigned(t, std::forward<F>(f));
+  }
+}
 template <typename F>
 decltype(auto) visit_all(DataType t, F&& f) {
   if (t == DataType::kBool) return f(Tag<bool>{});

@@ -31,10 +31,13 @@ const std::vector<DataType> kWideNumericTypes = {DataType::kFloat32, DataType::k
                                                  DataType::kUInt16,   DataType::kUInt32,  DataType::kUInt64};
 const std::vector<DataType> kUnsignedTypes = {DataType::kUInt8, DataType::kUInt16, DataType::kUInt32,
                                               DataType::kUInt64};
+const std::vector<DataType> kIntegerTypes = {DataType::kInt8,  DataType::kInt16,  DataType::kInt32,
+                                             DataType::kInt64, DataType::kUInt8,  DataType::kUInt16,
+                                             DataType::kUInt32, DataType::kUInt64};
 const std::vector<DataType> kBoolTypes = {DataType::kBool};
 
 // Which storage types a kernel instantiates its functor for.
-enum class TypeSet { kFloat, kNumeric, kWideNumeric, kUnsigned, kAll, kBool };
+enum class TypeSet { kFloat, kNumeric, kWideNumeric, kUnsigned, kInteger, kAll, kBool };
 
 template <TypeSet Set, typename F>
 decltype(auto) visit_set(DataType t, F&& f) {
@@ -42,6 +45,7 @@ decltype(auto) visit_set(DataType t, F&& f) {
   else if constexpr (Set == TypeSet::kNumeric) return cpu::visit_numeric(t, std::forward<F>(f));
   else if constexpr (Set == TypeSet::kWideNumeric) return cpu::visit_wide_numeric(t, std::forward<F>(f));
   else if constexpr (Set == TypeSet::kUnsigned) return cpu::visit_unsigned(t, std::forward<F>(f));
+  else if constexpr (Set == TypeSet::kInteger) return cpu::visit_integer(t, std::forward<F>(f));
   else if constexpr (Set == TypeSet::kAll) return cpu::visit_all(t, std::forward<F>(f));
   else {
     OTTER_CHECK(t == DataType::kBool, "expected bool, got ", dtype_name(t));
@@ -414,6 +418,11 @@ void register_cpu_elementwise_kernels(KernelRegistry& r) {
       return std::make_unique<BinaryKernel<BitShiftOp<true>, TS::kUnsigned, false>>();
     return std::make_unique<BinaryKernel<BitShiftOp<false>, TS::kUnsigned, false>>();
   });
+  // BitwiseAnd / Or / Xor (broadcasting) and BitwiseNot of every integer type (graph/ops/integer.cc).
+  add(r, "BitwiseAnd", kIntegerTypes, make<BinaryKernel<BitwiseAndOp, TS::kInteger, false>>());
+  add(r, "BitwiseOr", kIntegerTypes, make<BinaryKernel<BitwiseOrOp, TS::kInteger, false>>());
+  add(r, "BitwiseXor", kIntegerTypes, make<BinaryKernel<BitwiseXorOp, TS::kInteger, false>>());
+  add(r, "BitwiseNot", kIntegerTypes, unary<BitwiseNotOp, TS::kInteger>(1));
   // Unary math.
   add(r, "Neg", kNumericTypes, unary<NegOp, TS::kNumeric>(1));
   add(r, "Abs", kNumericTypes, unary<AbsOp, TS::kNumeric>(1));

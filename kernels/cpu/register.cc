@@ -7,6 +7,10 @@ namespace otter {
 void register_cpu_attention_kernels(KernelRegistry& r);  // attention.cc: Attention, AttentionGrad (blocked)
 void register_cpu_select_kernels(KernelRegistry& r);  // select.cc: TopK, NonZero, Compress, OneHot, EyeLike
 void register_cpu_collective_kernels(KernelRegistry& r);  // collective.cc: AllReduce (kernels/collective.h)
+void register_cpu_quantization_kernels(KernelRegistry& r);  // quantization.cc: QuantizeLinear, QLinearConv, ...
+void register_cpu_onnx_optim_kernels(KernelRegistry& r);  // onnx_optim.cc: ONNX Adagrad, Adam, Momentum
+void register_cpu_linalg_kernels(KernelRegistry& r);  // linalg.cc: Einsum, Det
+void register_cpu_lrn_kernels(KernelRegistry& r);  // lrn.cc: LRN, LRNGrad
 
 void register_cpu_kernels(KernelRegistry& r) {
   cpu::active_isa();  // a bad OTTER_ISA fails here, before any kernel runs
@@ -23,7 +27,11 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_resize_kernels(r);
   register_cpu_select_kernels(r);
   register_cpu_train_kernels(r);
+  register_cpu_onnx_optim_kernels(r);
+  register_cpu_linalg_kernels(r);
+  register_cpu_lrn_kernels(r);
   register_cpu_collective_kernels(r);
+  register_cpu_quantization_kernels(r);
   register_cpu_elementwise_grad_kernels(r);
   register_cpu_conv_grad_kernels(r);
   register_cpu_nn_grad_kernels(r);

@@ -184,12 +184,15 @@ class EyeLikeKernel : public Kernel {
 
 }  // namespace
 
+void register_cpu_detect_kernels(KernelRegistry& r);  // kernels/cpu/detect.cc
+
 void register_cpu_select_kernels(KernelRegistry& r) {
   cpu::add_any_type(r, "TopK", node_kernel<TopKKernel>());
   cpu::add_any_type(r, "NonZero", node_kernel<NonZeroKernel>());
   cpu::add_any_type(r, "Compress", node_kernel<CompressKernel>());
   cpu::add_any_type(r, "OneHot", node_kernel<OneHotKernel>());
   cpu::add_any_type(r, "EyeLike", node_kernel<EyeLikeKernel>());
+  register_cpu_detect_kernels(r);
 }
 
 }  // namespace otter

@@ -22,6 +22,8 @@ std::unique_ptr<Kernel> cpu_kernel_for(const Node& n, const KernelRegistry& cpu)
 // the device tensors they are (the CPU kernel reads only their dims). With `upload`, the CPU
 // kernel computes its outputs in host memory and they are copied to the device; without, it may
 // only alias its device input (a view).
+constexpr int kAllInputs = -1;  // in host_inputs: every input is read on the host
+
 class HostLogicKernel : public Kernel {
  public:
   HostLogicKernel(const Node& n, const KernelRegistry& cpu, std::vector<int> host_inputs, bool upload)
@@ -33,7 +35,8 @@ class HostLogicKernel : public Kernel {
     std::vector<const Tensor*> ins(ni, nullptr);
     for (int i = 0; i < ni; ++i) {
       if (!ctx.has_input(i)) continue;
-      const bool on_host = std::find(host_inputs_.begin(), host_inputs_.end(), i) != host_inputs_.end();
+      const bool on_host = std::find(host_inputs_.begin(), host_inputs_.end(), i) != host_inputs_.end() ||
+                           std::find(host_inputs_.begin(), host_inputs_.end(), kAllInputs) != host_inputs_.end();
       if (on_host) host[i] = host_tensor(ctx, i);
       ins[i] = on_host ? &host[i] : &ctx.input(i);
     }
@@ -83,6 +86,22 @@ KernelFactory host_kernel(const std::string& op, const KernelRegistry& cpu) {
   // on host copies of the inputs.
   if (op == "TopK" || op == "NonZero" || op == "Compress" || op == "OneHot") return host_logic(cpu, {0, 1, 2}, true);
   if (op == "EyeLike") return host_logic(cpu, {}, true);
+  // Quantization ops (graph/ops/quantization.cc): every input read on the host.
+  if (op == "QuantizeLinear" || op == "DequantizeLinear" || op == "DynamicQuantizeLinear" || op == "MatMulInteger" ||
+      op == "ConvInteger" || op == "QLinearMatMul" || op == "QLinearConv")
+    return host_logic(cpu, {0, 1, 2, 3, 4, 5, 6, 7, 8}, true);
+  // Numeric ops without a CUDA kernel yet (docs/ops.md, "ONNX ops with notes"): the CPU kernel on
+  // host copies of every input, its outputs uploaded.
+  if (op == "Einsum" || op == "Det" || op == "LRN" || op == "LRNGrad" || op == "Adagrad" || op == "Adam" ||
+      op == "Momentum")
+    return host_logic(cpu, {kAllInputs}, true);
+  // Detection and sequence ops (graph/ops/detect.cc): data-dependent or small, every input on the host.
+  if (op == "NonMaxSuppression" || op == "Unique" || op == "ReverseSequence" || op == "MaxUnpool" || op == "RoiAlign")
+    return host_logic(cpu, {0, 1, 2, 3, 4}, true);
+  // GroupNormalization and the Bitwise ops: no CUDA kernel yet, every input on the host.
+  if (op == "GroupNormalization" || op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" ||
+      op == "BitwiseNot")
+    return host_logic(cpu, {kAllInputs}, true);
   fail("host_kernel: no CUDA kernel for ", op);
 }
 

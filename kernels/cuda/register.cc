@@ -137,6 +137,32 @@ const Row kRows[] = {
       {onnx, "Compress", kAny, host_logic},
       {onnx, "OneHot", kAny, host_logic},
       {onnx, "EyeLike", kAny, host_logic},
+      // Quantization ops: no CUDA kernels yet; the CPU kernels (kernels/cpu/quantization.cc) run on
+      // host copies of the inputs and the results are uploaded.
+      {onnx, "QuantizeLinear", kAny, host_logic},
+      {onnx, "DequantizeLinear", kAny, host_logic},
+      {onnx, "DynamicQuantizeLinear", kAny, host_logic},
+      {onnx, "MatMulInteger", kAny, host_logic},
+      {onnx, "ConvInteger", kAny, host_logic},
+      {onnx, "QLinearMatMul", kAny, host_logic},
+      {onnx, "QLinearConv", kAny, host_logic},
+      {onnx, "Einsum", kAny, host_logic},
+      {onnx, "Det", kAny, host_logic},
+      {onnx, "LRN", kAny, host_logic},
+      {otter, "LRNGrad", kAny, host_logic},
+      {kTrainingDomain, "Adagrad", kAny, host_logic},
+      {kTrainingDomain, "Adam", kAny, host_logic},
+      {kTrainingDomain, "Momentum", kAny, host_logic},
+      {onnx, "NonMaxSuppression", kAny, host_logic},  // detection ops (kernels/cpu/detect.cc, unique.cc)
+      {onnx, "Unique", kAny, host_logic},
+      {onnx, "ReverseSequence", kAny, host_logic},
+      {onnx, "MaxUnpool", kAny, host_logic},
+      {onnx, "RoiAlign", kAny, host_logic},
+      {onnx, "GroupNormalization", kAny, host_logic},  // CPU kernel kernels/cpu/normalize.cc
+      {onnx, "BitwiseAnd", kAny, host_logic},  // Bitwise*: CPU kernels kernels/cpu/elementwise.cc
+      {onnx, "BitwiseOr", kAny, host_logic},
+      {onnx, "BitwiseXor", kAny, host_logic},
+      {onnx, "BitwiseNot", kAny, host_logic},
       // Data movement (shape.cu).
       {onnx, "Transpose", kAny, shape_kernel},
       {onnx, "Concat", kAny, shape_kernel},

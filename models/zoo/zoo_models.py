@@ -207,6 +207,36 @@ def t5():
     return (Logits(model, ["input_ids", "decoder_input_ids"]),) + token_data(("input_ids", "decoder_input_ids"))
 
 
+class DefaultDtypeLogits(Logits):
+    """Logits, run with torch's default dtype set to the parameters' dtype. BART's causal mask is
+    torch.full(..., torch.finfo(dtype).min) without a dtype: in the float64 reference run that puts
+    float64's minimum into a float32 tensor, which torch refuses (an overflow). Float32 runs and the
+    export are unchanged (the default is float32 there)."""
+
+    def forward(self, *args):
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(next(self.parameters()).dtype)
+        try:
+            return super().forward(*args)
+        finally:
+            torch.set_default_dtype(old)
+
+
+def bart():
+    import transformers
+    cfg = transformers.BartConfig(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2,
+                                  encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                  decoder_ffn_dim=64, max_position_embeddings=32, dropout=0.0, attention_dropout=0.0,
+                                  activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0,
+                                  pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+                                  forced_eos_token_id=None, use_cache=False)
+    cfg._attn_implementation = "eager"
+    model = transformers.BartForConditionalGeneration(cfg)
+    # token ids from 3: no pad (1) or special token in the batch
+    return (DefaultDtypeLogits(model, ["input_ids", "decoder_input_ids"]),) + \
+        token_data(("input_ids", "decoder_input_ids"), low=3)
+
+
 def whisper():
     import transformers
     cfg = transformers.WhisperConfig(vocab_size=VOCAB, num_mel_bins=8, encoder_layers=1, decoder_layers=1,
@@ -267,6 +297,7 @@ SPECS = {
                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                           max_position_embeddings=32, use_cache=False)},
     "t5": {"build": t5},
+    "bart": {"build": bart},
     # PyTorch 1.13's float32 run gets the encoder Conv1d gradients about twice the float64 ones (not
     # rounding; otter's float32 agrees with float64): tests/zoo/zoo_test.cc then holds the model to
     # the plain tolerances (it relaxes them only where PyTorch's float32 run is merely imprecise).

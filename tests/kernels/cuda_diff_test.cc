@@ -571,6 +571,22 @@ std::vector<Case> ops2_cases() {
       mk("Compress_axis1", "Compress", {T({3, 5}), vals(BOOL, {4}, {1, 0, 1, 1})}, kMove, {{"axis", int64_t{1}}}));
   cs.push_back(mk("OneHot", "OneHot", {vals(I64, {4}, {0, 3, -1, 7}), vals(I64, {}, {5}), Tv({2}, {-1, 2})}, kNum));
   cs.push_back(mk("EyeLike_k1", "EyeLike", {T({3, 4})}, kNum, {{"k", int64_t{1}}}));
+  cs.push_back(mk("Einsum_batch", "Einsum", {T({2, 3, 4}), T({2, 4, 5})}, {F32}, {{"equation", std::string("bij,bjk->bik")}}));
+  cs.push_back(mk("Det_batched", "Det", {T({2, 3, 3})}, {F32}));
+  cs.push_back(mk("LRN_size3", "LRN", {T({2, 5, 3, 3})}, {F32}, {{"size", int64_t{3}}}));
+  cs.push_back(train_op("LRNGrad_size3", "LRNGrad", {T({2, 5, 3}), T({2, 5, 3})}, {F32}, {{"size", int64_t{3}}}));
+  for (const char* op : {"Adagrad", "Adam", "Momentum"}) {  // ai.onnx.preview.training, two tensors
+    const bool adam = std::string(op) == "Adam";
+    std::vector<In> ins = {scalar(F32, 0.1), scalar(I64, 3), T({3, 4}), T({5}), T({3, 4}), T({5}),
+                           Tu({3, 4}, 0, 1), Tu({5}, 0, 1)};
+    if (adam) ins.insert(ins.end(), {Tu({3, 4}, 0, 1), Tu({5}, 0, 1)});
+    Case c = mk(str_cat(op, "_two"), op, ins, {F32}, {}, adam ? 6 : 4);
+    if (std::string(op) == "Momentum")
+      c.attrs = {{"mode", std::string("nesterov")}, {"alpha", 0.9f}, {"beta", 0.5f}, {"norm_coefficient", 0.01f}};
+    c.domain = kTrainingDomain;
+    c.opset = 1;
+    cs.push_back(c);
+  }
   cs.push_back(train_op("ResizeGrad_linear", "ResizeGrad",
                         {T({1, 2, 6, 6}), ints({1, 2, 3, 4}), of(F32, {0}), vals(F32, {4}, {1, 1, 2, 1.5})}, kF,
                         {{"mode", std::string("linear")}}));

@@ -145,6 +145,30 @@ TEST(GradCheck, MatMulVectorLeft) { check_gradients_both({.op = "MatMul", .shape
 TEST(GradCheck, MatMulVectorRight) { check_gradients_both({.op = "MatMul", .shapes = {{2, 3, 4}, {4}}}); }
 TEST(GradCheck, MatMulVectors) { check_gradients_both({.op = "MatMul", .shapes = {{4}, {4}}}); }
 
+// ---- Einsum (graph/ops/einsum.cc): dY with the other operands; letters only one operand has expand --
+Attribute eq(const char* e) { return Attribute(e); }
+TEST(GradCheck, EinsumMatMul) { check_gradients_both({.op = "Einsum", .shapes = {{3, 4}, {4, 5}}, .attrs = {{"equation", eq("ij,jk->ik")}}}); }
+TEST(GradCheck, EinsumBatchImplicit) { check_gradients_both({.op = "Einsum", .shapes = {{2, 3, 4}, {2, 4, 5}}, .attrs = {{"equation", eq("bij,bjk")}}}); }
+TEST(GradCheck, EinsumSumAndTranspose) { check_gradients_both({.op = "Einsum", .shapes = {{3, 4, 2}}, .attrs = {{"equation", eq("ijk->ki")}}}); }
+TEST(GradCheck, EinsumThreeOperands) { check_gradients_both({.op = "Einsum", .shapes = {{3, 4}, {4}, {4, 2}}, .attrs = {{"equation", eq("ij,j,jk->ik")}}}); }
+TEST(GradCheck, EinsumEllipsis) { check_gradients({.op = "Einsum", .shapes = {{2, 3, 4}, {2, 3, 4, 5}}, .attrs = {{"equation", eq("...j,...jk->...k")}}}); }
+// A batched operand against a shared one (the weight's gradient sums over the ellipsis dims).
+TEST(GradCheck, EinsumSharedWeight) { check_gradients({.op = "Einsum", .shapes = {{2, 3, 4}, {4, 5}}, .attrs = {{"equation", eq("...ij,jk->...ik")}}}); }
+TEST(GradCheck, EinsumOuterSummed) { check_gradients_both({.op = "Einsum", .shapes = {{3, 2}, {4}}, .attrs = {{"equation", eq("ij,k->i")}}}); }
+// Equations the rule refuses: a diagonal, and ellipsis dims summed away; autodiff names the node.
+TEST(GradCheck, EinsumRefusedEquations) {
+  for (const auto& [e, why] : std::vector<std::pair<const char*, const char*>>{
+           {"ii->i", "term 'ii' repeats letter 'i' (a diagonal)"}, {"...i->i", "term '...i' sums its ellipsis dims"}}) {
+    try {
+      check_gradients({.op = "Einsum", .shapes = {{3, 3}}, .attrs = {{"equation", eq(e)}}});
+      ADD_FAILURE() << e << ": expected an error";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(str_cat("no gradient for this equation: ", why)), std::string::npos)
+          << err.what();
+    }
+  }
+}
+
 // ---- activations used by the digits models --------------------------------------------------------
 TEST(GradCheck, Relu) { check_gradients_both({.op = "Relu", .shapes = {{3, 5}}, .init = away_from_zero()}); }
 
@@ -365,6 +389,20 @@ TEST(GradCheck, AveragePool) {
 }
 TEST(GradCheck, GlobalAveragePool) { check_gradients_both({.op = "GlobalAveragePool", .shapes = {{2, 3, 4, 5}}}); }
 TEST(GradCheck, GlobalMaxPool) { check_gradients_both({.op = "GlobalMaxPool", .shapes = {{2, 3, 4, 5}}}); }
+// ReverseSequence is its own inverse: dX is dY reversed over the same lengths (graph/ops/detect.cc).
+TEST(GradCheck, ReverseSequence) {
+  check_gradients_both({.op = "ReverseSequence", .shapes = {{4, 3, 2}, {}}, .fixed = {{1, i64({3}, {4, 1, 3})}}});
+  check_gradients({.op = "ReverseSequence", .shapes = {{3, 5}, {}}, .fixed = {{1, i64({3}, {2, 5, 0})}},
+                   .attrs = {{"batch_axis", int_attr(0)}, {"time_axis", int_attr(1)}}});
+}
+// MaxUnpool: dX is dY gathered at the flat indices I, with and without output_shape.
+TEST(GradCheck, MaxUnpool) {
+  const std::map<std::string, Attribute> attrs = {{"kernel_shape", ints({2, 2})}, {"strides", ints({2, 2})}};
+  check_gradients_both({.op = "MaxUnpool", .shapes = {{1, 2, 2, 2}, {}},
+                        .fixed = {{1, i64({1, 2, 2, 2}, {5, 7, 13, 15, 16, 19, 25, 30})}}, .attrs = attrs});
+  check_gradients({.op = "MaxUnpool", .shapes = {{1, 1, 2, 2}, {}, {}},
+                   .fixed = {{1, i64({1, 1, 2, 2}, {6, 8, 16, 24})}, {2, i64({4}, {1, 1, 5, 5})}}, .attrs = attrs});
+}
 
 // ---- normalisation ----------------------------------------------------------------------------------
 // Training mode: the batch statistics are differentiated through; the running statistics (outputs
@@ -395,6 +433,14 @@ TEST(GradCheck, BatchNormInference) {
                         .init = [](int i, std::mt19937_64& rng) {
                           return i == 4 ? uniform(rng, 0.5, 2) : uniform(rng, -1, 1);
                         }});
+}
+
+// LRN across channels (graph/ops/lrn_det.cc: LRNGrad), even and odd window sizes.
+TEST(GradCheck, LrnOddSize) {
+  check_gradients_both({.op = "LRN", .shapes = {{2, 5, 2, 3}}, .attrs = {{"size", int_attr(3)}, {"alpha", Attribute(0.5f)}, {"beta", Attribute(0.75f)}, {"bias", Attribute(2.f)}}});
+}
+TEST(GradCheck, LrnEvenSize) {
+  check_gradients_both({.op = "LRN", .shapes = {{3, 6, 4}}, .attrs = {{"size", int_attr(4)}, {"alpha", Attribute(0.9f)}, {"beta", Attribute(0.6f)}}});
 }
 
 // ---- losses -----------------------------------------------------------------------------------------
@@ -472,6 +518,23 @@ TEST(GradCheck, NegativeLogLikelihood) {
   }
   check_gradients_both({.op = "NegativeLogLikelihoodLoss", .shapes = {{2, 3, 4}, {}},
                         .fixed = {{1, i64({2, 4}, {0, 2, 1, 2, 1, 1, 0, 2})}}, .attrs = {{"ignore_index", int_attr(1)}}});
+}
+
+// GroupNormalization (graph/ops/normalization.cc): X viewed as [N, G, M]; scale and bias per
+// channel at opset 21, per group at opset 18; ranks 3 to 5 and X of rank 2.
+TEST(GradCheck, GroupNormalizationPerChannel) {
+  check_gradients_both({.op = "GroupNormalization", .shapes = {{2, 6, 3}, {6}, {6}},
+                        .attrs = {{"num_groups", int_attr(3)}}, .opset = 21, .tol = 1e-5});
+  check_gradients({.op = "GroupNormalization", .shapes = {{2, 4, 2, 3}, {4}, {4}},
+                   .attrs = {{"num_groups", int_attr(2)}, {"epsilon", Attribute(0.01f)}}, .opset = 21, .tol = 1e-5});
+  check_gradients({.op = "GroupNormalization", .shapes = {{3, 4}, {4}, {4}}, .attrs = {{"num_groups", int_attr(2)}},
+                   .opset = 21, .tol = 1e-5});
+}
+TEST(GradCheck, GroupNormalizationPerGroup) {
+  check_gradients_both({.op = "GroupNormalization", .shapes = {{2, 6, 2, 2}, {3}, {3}},
+                        .attrs = {{"num_groups", int_attr(3)}}, .opset = 18, .tol = 1e-5});
+  check_gradients({.op = "GroupNormalization", .shapes = {{2, 4, 2, 1, 3}, {2}, {2}},
+                   .attrs = {{"num_groups", int_attr(2)}}, .opset = 18, .tol = 1e-5});
 }
 
 }  // namespace

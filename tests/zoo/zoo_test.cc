@@ -38,7 +38,7 @@ namespace {
 const std::vector<std::string> kModels = {
     "mobilenet_v2",  "mobilenet_v3", "efficientnet", "regnet", "convnext", "densenet121s", "densenet121s_eval",
     "shufflenet_v2", "squeezenet",   "vit",          "unet",   "lstm_lm",  "bert",         "distilbert",
-    "roberta",       "gpt2",         "llama",        "t5",     "whisper",  "wav2vec2",
+    "roberta",       "gpt2",         "llama",        "t5",     "bart",     "whisper",      "wav2vec2",
 };
 
 // Models that fail today, and a text their error contains (the op otter does not have yet); none
@@ -46,9 +46,11 @@ const std::vector<std::string> kModels = {
 const std::map<std::string, std::string> kKnownFailures = {};
 
 // Parameters the PyTorch model freezes (requires_grad False), which ONNX cannot say: trained with
-// --freeze, as docs/exporting.md says. Whisper's encoder positions are a fixed sinusoid table.
+// --freeze, as docs/exporting.md says. Whisper's encoder positions are a fixed sinusoid table;
+// BART's final_logits_bias is a buffer (zeros, added to the logits), not a parameter.
 const std::map<std::string, GlobList> kFreeze = {
     {"whisper", {"m.model.encoder.embed_positions.weight"}},
+    {"bart", {"m.final_logits_bias"}},
 };
 
 GlobList frozen(const std::string& path) {
