@@ -587,6 +587,44 @@ std::vector<Case> ops2_cases() {
     c.opset = 1;
     cs.push_back(c);
   }
+  // Quantization, detection and sequence ops, GroupNormalization and the bitwise ops: CPU kernels
+  // on host copies (kernels/cuda/host_ops.cc); these cases check the copies and the upload.
+  cs.push_back(mk("QuantizeLinear_axis", "QuantizeLinear", {T({2, 3}), vals(F32, {3}, {0.1, 0.05, 0.2}),
+                  vals(U8, {3}, {128, 0, 10})}, {F32}));
+  cs.push_back(mk("DequantizeLinear", "DequantizeLinear", {of(U8, {2, 3}, Gen::kUniform, 0, 255),
+                  vals(F32, {}, {0.02}), vals(U8, {}, {100})}, {F32}));
+  cs.push_back(mk("DynamicQuantizeLinear", "DynamicQuantizeLinear", {T({3, 4})}, {F32}, {}, 3));
+  cs.push_back(mk("MatMulInteger", "MatMulInteger", {of(U8, {2, 3}, Gen::kUniform, 0, 255),
+                  of(U8, {3, 4}, Gen::kUniform, 0, 255), vals(U8, {}, {12})}, {F32}));
+  cs.push_back(mk("ConvInteger", "ConvInteger", {of(U8, {1, 2, 4, 4}, Gen::kUniform, 0, 255),
+                  of(U8, {3, 2, 2, 2}, Gen::kUniform, 0, 255), vals(U8, {}, {7})}, {F32}));
+  cs.push_back(mk("QLinearMatMul", "QLinearMatMul", {of(U8, {2, 3}, Gen::kUniform, 0, 255), vals(F32, {}, {0.05}),
+                  vals(U8, {}, {110}), of(U8, {3, 2}, Gen::kUniform, 0, 255), vals(F32, {}, {0.02}),
+                  vals(U8, {}, {120}), vals(F32, {}, {0.5}), vals(U8, {}, {128})}, {F32}));
+  cs.push_back(mk("QLinearConv", "QLinearConv", {of(U8, {1, 2, 4, 4}, Gen::kUniform, 0, 255), vals(F32, {}, {0.05}),
+                  vals(U8, {}, {110}), of(U8, {3, 2, 2, 2}, Gen::kUniform, 0, 255), vals(F32, {}, {0.02}),
+                  vals(U8, {}, {120}), vals(F32, {}, {0.5}), vals(U8, {}, {128})}, {F32}));
+  cs.push_back(mk("NonMaxSuppression", "NonMaxSuppression", {vals(F32, {1, 3, 4}, {0, 0, 1, 1, 0, 0.1, 1, 1.1, 0, 5,
+                  1, 6}), vals(F32, {1, 1, 3}, {0.9, 0.8, 0.7}), ints({2}), vals(F32, {1}, {0.5})}, {F32}));
+  cs.push_back(mk("Unique_sorted", "Unique", {Tv({6}, {2, 1, 2, 3, 1, 1})}, {F32, I64}, {}, 4));
+  cs.push_back(mk("ReverseSequence", "ReverseSequence", {T({4, 2, 3}), vals(I64, {2}, {4, 2})}, kMove,
+                  {{"batch_axis", int64_t{1}}, {"time_axis", int64_t{0}}}));
+  cs.push_back(mk("MaxUnpool", "MaxUnpool", {T({1, 1, 2, 2}), vals(I64, {1, 1, 2, 2}, {5, 7, 13, 15})}, {F32},
+                  {{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}));
+  cs.push_back(mk("RoiAlign", "RoiAlign", {T({1, 2, 5, 5}), vals(F32, {2, 4}, {0, 0, 3, 3, 1, 1, 4, 4}),
+                  vals(I64, {2}, {0, 0})}, {F32}, {{"output_height", int64_t{2}}, {"output_width", int64_t{2}}}));
+  Case gn = mk("GroupNormalization_21", "GroupNormalization", {T({2, 4, 3}), T({4}), T({4})}, kF,
+               {{"num_groups", int64_t{2}}});
+  gn.opset = 21;
+  cs.push_back(gn);
+  for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) {
+    Case c = mk(op, op, {Tu({3, 4}, 0, 100), Tu({4}, 0, 100)}, {I32, I64, U8, DataType::kUInt64});
+    c.opset = 18;
+    cs.push_back(c);
+  }
+  Case bnot = mk("BitwiseNot", "BitwiseNot", {Tu({3, 4}, 0, 100)}, {I32, I8, U8, DataType::kUInt16});
+  bnot.opset = 18;
+  cs.push_back(bnot);
   cs.push_back(train_op("ResizeGrad_linear", "ResizeGrad",
                         {T({1, 2, 6, 6}), ints({1, 2, 3, 4}), of(F32, {0}), vals(F32, {4}, {1, 1, 2, 1.5})}, kF,
                         {{"mode", std::string("linear")}}));

@@ -95,8 +95,11 @@ std::map<std::string, Tensor> batch_of(const Graph& g, const NpzArchive& ref, co
 
 int64_t batch_size(const NpzArchive& ref) { return ref.get("labels").dims()[0]; }
 
-// The tolerance `tol`, or twice PyTorch's float32 distance from the float64 reference where that is
-// larger; not where PyTorch's float32 run failed outright on some measure (wav2vec2: its float32
+// The tolerance `tol`, or three times PyTorch's float32 distance from the float64 reference where
+// that is larger (float32 noise itself varies that much with the summation order: ShuffleNetV2's
+// parameters after 5 steps are 4.3e-4 from float64 with OpenBLAS's Haswell and Zen kernels, 7.9e-4
+// with SkylakeX's, 9.7e-4 with Sandybridge's, same otter code, OPENBLAS_CORETYPE; PyTorch's float32
+// run is 3.7e-4 from it); not where PyTorch's float32 run failed outright on some measure (wav2vec2: its float32
 // GroupNorm backward overflows; whisper: its float32 encoder Conv1d gradients are twice the float64
 // ones), which says nothing about how well-conditioned the model is.
 double allowed(double tol, const NpzArchive& ref, const std::string& what) {
@@ -104,7 +107,7 @@ double allowed(double tol, const NpzArchive& ref, const std::string& what) {
     const double d = ref.get(std::string("torch32/") + m).get_as_double(0);
     if (!std::isfinite(d) || d >= 0.5) return tol;
   }
-  return std::max(tol, 2 * ref.get("torch32/" + what).get_as_double(0));
+  return std::max(tol, 3 * ref.get("torch32/" + what).get_as_double(0));
 }
 
 double check_logits(const std::string& path, const NpzArchive& ref) {
