@@ -3,6 +3,7 @@
 // carries each op through the schema changes of those opsets (Reduce* and Squeeze/Unsqueeze axes,
 // Split sizes, Pad and Clip attributes to inputs, Upsample to Resize, ...). The graph records the
 // original opset, and the printer shows it (`ai.onnx 13 upgraded from 9`).
+#include <onnx/defs/schema.h>
 #include <onnx/version_converter/convert.h>
 
 #include <unordered_set>
@@ -56,6 +57,29 @@ void check_defined_before_upgrade(const onnx::GraphProto& g, std::unordered_set<
       fail(what, ": graph output '", o.name(), "' is not defined by any input, initializer or node");
 }
 
+// The converter's adapters also trust attribute types: an `axes` of floats made one allocate
+// 0x4141414141414200 bytes (tests/data/fuzz/onnx_text/crash-upgrade-float-axes). So each attribute
+// of a default-domain node must have the type its schema at `opset` declares.
+void check_attribute_types(const onnx::GraphProto& g, int opset, const std::string& what) {
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_attribute_types(a.g(), opset, what);
+      for (const auto& sub : a.graphs()) check_attribute_types(sub, opset, what);
+    }
+    if (!normalize_domain(n.domain()).empty()) continue;
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), opset, "");
+    if (!schema) continue;  // the converter names an op it does not know
+    for (const auto& a : n.attribute()) {
+      auto it = schema->attributes().find(a.name());
+      if (a.type() == onnx::AttributeProto::UNDEFINED || it == schema->attributes().end()) continue;
+      if (it->second.type != a.type())
+        fail(what, ": node '", n.name(), "' (", n.op_type(), "): attribute '", a.name(), "' has type ",
+             onnx::AttributeProto_AttributeType_Name(a.type()), ", but opset ", opset, " declares ",
+             onnx::AttributeProto_AttributeType_Name(it->second.type));
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& m, const std::string& what) {
@@ -66,6 +90,7 @@ std::optional<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& m, const s
          kMinOnnxOpset, " to ", kMaxOnnxOpset, " and upgrades ", kMinUpgradableOpset, " to ", kMinOnnxOpset - 1,
          " at import");
   check_defined_before_upgrade(m.graph(), {}, what);
+  check_attribute_types(m.graph(), from, what);
   try {
     return onnx::version_conversion::ConvertVersion(m, kMinOnnxOpset);
   } catch (const std::exception& e) {

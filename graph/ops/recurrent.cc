@@ -17,6 +17,32 @@ int64_t gate_count(const std::string& op) { return op == "RNN" ? 1 : op == "GRU"
 // Inputs: X, W, R, B?, sequence_lens?, initial_h? (LSTM: initial_c?, P?). Outputs: Y?, Y_h?
 // (LSTM: Y_c?). Layout 0: X [T,N,I], Y [T,D,N,H], Y_h [D,N,H]; layout 1: X [N,T,I], Y [N,T,D,H],
 // Y_h [N,D,H].
+// The shapes the spec gives W, B, sequence_lens, initial_h, initial_c and P (the unroller cuts them
+// by these dims, so a wrong one must fail here, naming the input).
+void check_operand_shapes(InferContext& ctx, int64_t num_dir, const Dim& gates, const Dim& hidden, const Dim& batch,
+                          int64_t layout) {
+  const bool lstm = ctx.node().op_type() == "LSTM";
+  const Dim dirs(num_dir), twice_gates = gates.is_static() ? Dim(2 * gates.value) : Dim();
+  const Dim peep = hidden.is_static() ? Dim(3 * hidden.value) : Dim();
+  auto expect = [&](int i, std::vector<Dim> want) {
+    if (i >= ctx.num_inputs() || !ctx.has_input(i) || (i >= 6 && !lstm)) return;
+    const Shape& s = ctx.in_shape(i);
+    if (!s.rank_known) return;
+    const std::string desc = infer::input_desc(ctx, i);
+    if (s.rank() != static_cast<int64_t>(want.size()))
+      ctx.error(str_cat(desc, " must have rank ", want.size(), ", got shape ", s.to_string()));
+    for (size_t k = 0; k < want.size(); ++k)
+      infer::check_dims_match(ctx, s.dims[k], want[k], str_cat(desc, " dimension ", k));
+  };
+  expect(1, {dirs, gates, infer::dim_at(ctx.in_shape(0), 2)});  // W [D, G*H, I]
+  expect(3, {dirs, twice_gates});                               // B [D, 2*G*H]
+  expect(4, {batch});                                           // sequence_lens [N]
+  const std::vector<Dim> state = layout == 0 ? std::vector<Dim>{dirs, batch, hidden} : std::vector<Dim>{batch, dirs, hidden};
+  expect(5, state);                                             // initial_h
+  expect(6, state);                                             // initial_c (LSTM)
+  expect(7, {dirs, peep});                                      // P (LSTM peepholes)
+}
+
 void infer_recurrent(InferContext& ctx) {
   const Node& n = ctx.node();
   const bool lstm = n.op_type() == "LSTM";
@@ -46,6 +72,7 @@ void infer_recurrent(InferContext& ctx) {
                             str_cat("R's dimension 1 and ", gate_count(n.op_type()), " x hidden_size"));
   infer::check_dims_match(ctx, infer::dim_at(r, 0), Dim(num_dir), "R's dimension 0 and the number of directions");
   const Dim seq = infer::dim_at(x, layout == 0 ? 0 : 1), batch = infer::dim_at(x, layout == 0 ? 1 : 0);
+  check_operand_shapes(ctx, num_dir, gates, hidden, batch, layout);
   const DataType t = ctx.in_dtype(0);
   if (layout == 0) {
     ctx.set_output(0, t, Shape({seq, Dim(num_dir), batch, hidden}));
