@@ -15,6 +15,8 @@
 //   y = ai.otter.BiasGelu(h, b), else y = ai.otter.BiasGelu(p) (no bias input).
 // Counters: fused (chains replaced), biased (of which absorbed their bias Add).
 // `fuse-bias-gelu{enabled=false}` does nothing (otter-train --fuse-bias-gelu off leaves the pass out).
+// Trade-off: two activations per block fewer kept for the backward pass, one erf per element more
+// in it (the CPU step is not faster: libm's erff dominates; docs/performance.md, "Bias + GELU fusion").
 // Does not: fuse the tanh approximation, ONNX Gelu nodes (already one op), a bias broadcast along
 // another axis than the last, or chains with identity Casts between the steps.
 //
