@@ -65,6 +65,7 @@ std::string gradient_pipeline(const TrainingPipelineOptions& o) {
   if (!o.lora.targets.empty()) text += "," + lora_step(o);
   text += ",freeze-unreachable";
   if (o.fuse_attention.enabled) text += "," + pass_text("fuse-attention", o.fuse_attention);
+  if (o.fuse_bias_gelu.enabled) text += "," + pass_text("fuse-bias-gelu", o.fuse_bias_gelu);
   if (!o.loss.from_model()) text += "," + pass_text("add-loss", o.loss.add);
   if (o.precision != Precision::kFp32) text += "," + mixed_precision_step(o);
   text += "," + autodiff_step(o);
@@ -114,6 +115,11 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   // freeze-unreachable (it reads the exported ops). An optimisation: left out where not registered.
   if (o.fuse_attention.enabled && registry.has("fuse-attention"))
     steps.push_back(pass_text("fuse-attention", o.fuse_attention));
+  // The bias Add and the exported GELU chain become one BiasGelu the same way, in the forward graph
+  // for the same reasons (its gradient recomputes the pre-activation instead of keeping five
+  // intermediates). It touches no Softmax or MatMul, so the order against fuse-attention is free.
+  if (o.fuse_bias_gelu.enabled && registry.has("fuse-bias-gelu"))
+    steps.push_back(pass_text("fuse-bias-gelu", o.fuse_bias_gelu));
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
   if (!o.loss.from_model()) steps.push_back(pass_text("add-loss", o.loss.add));

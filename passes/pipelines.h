@@ -12,6 +12,7 @@
 #include "passes/add_loss.h"
 #include "passes/batchnorm_mode.h"
 #include "passes/fuse_attention.h"
+#include "passes/fuse_bias_gelu.h"
 #include "passes/all_reduce.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
@@ -47,6 +48,7 @@ struct TrainingPipelineOptions {
   BatchNormModeOptions batchnorm;  // BatchNorm as model.train() or on frozen statistics (batchnorm-mode)
   LoraOptions lora;  // low-rank adapters (lora pass): on when lora.targets is not empty
   FuseAttentionOptions fuse_attention;  // fused attention (fuse-attention pass): on unless enabled=false
+  FuseBiasGeluOptions fuse_bias_gelu;  // fused bias + GELU (fuse-bias-gelu pass): on unless enabled=false
   RecomputeOptions recompute;  // activation recomputation (recompute pass): on unless policy none
   AllReduceOptions all_reduce;  // data parallelism (all-reduce pass): on when all_reduce.world > 1
   bool operator==(const TrainingPipelineOptions&) const = default;

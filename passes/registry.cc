@@ -6,6 +6,7 @@
 #include "passes/cast_elimination.h"
 #include "passes/eval_mode.h"
 #include "passes/fuse_attention.h"
+#include "passes/fuse_bias_gelu.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/batchnorm_mode.h"
@@ -28,6 +29,7 @@ void register_all_passes(PassRegistry& r) {
   r.add("lora", [] { return std::make_unique<LoraPass>(); });
   r.add("freeze-unreachable", [] { return std::make_unique<FreezeUnreachablePass>(); });
   r.add("fuse-attention", [] { return std::make_unique<FuseAttentionPass>(); });
+  r.add("fuse-bias-gelu", [] { return std::make_unique<FuseBiasGeluPass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("mixed-precision", [] { return std::make_unique<MixedPrecisionPass>(); });
   r.add("autodiff", [] { return std::make_unique<AutodiffPass>(); });

@@ -141,6 +141,7 @@ struct Settings {
   RecomputePolicy recompute = RecomputePolicy::kNone;
   int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
   bool fuse_attention = true;  // the fuse-attention pass (--fuse-attention on|off)
+  bool fuse_bias_gelu = true;  // the fuse-bias-gelu pass (--fuse-bias-gelu on|off)
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -198,6 +199,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.lora = st.lora;
   o.pipeline.recompute.policy = st.recompute;
   o.pipeline.fuse_attention.enabled = st.fuse_attention;
+  o.pipeline.fuse_bias_gelu.enabled = st.fuse_bias_gelu;
   o.device = st.device;
   if (st.ranks > 1) o.pipeline.all_reduce = {st.ranks, o.pipeline.all_reduce.bucket, st.zero};
   auto session = TrainingSession::create(m.path, o);
@@ -475,6 +477,7 @@ std::vector<cli::FlagSpec> bench_flags() {
                       "with the same global batch (--accum N*K)", "N"},
       {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
       {"fuse-attention", true, "on|off (default on): the fuse-attention pass (passes/fuse_attention.h)", "on|off"},
+      {"fuse-bias-gelu", true, "on|off (default on): the fuse-bias-gelu pass (passes/fuse_bias_gelu.h)", "on|off"},
       {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
       {"help", false, "show this help"},
   };
@@ -494,6 +497,10 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   const std::string fuse = args.get("fuse-attention", "on");
   OTTER_CHECK(fuse == "on" || fuse == "off", "otter-bench: --fuse-attention must be on or off, got '", fuse, "'");
   st.fuse_attention = fuse == "on";
+  const std::string fuse_gelu = args.get("fuse-bias-gelu", "on");
+  OTTER_CHECK(fuse_gelu == "on" || fuse_gelu == "off", "otter-bench: --fuse-bias-gelu must be on or off, got '",
+              fuse_gelu, "'");
+  st.fuse_bias_gelu = fuse_gelu == "on";
   OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
   OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
               "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");

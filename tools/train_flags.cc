@@ -113,6 +113,19 @@ void read_fuse_attention_flag(const cli::Args& args, TrainingPipelineOptions& p)
   p.fuse_attention.enabled = f == "on";
 }
 
+cli::FlagSpec fuse_bias_gelu_flag() {
+  return {"fuse-bias-gelu", true,
+          "on|off (default on): fuse the bias Add and the erf GELU chain into ai.otter.BiasGelu (fuse-bias-gelu pass)",
+          "on|off"};
+}
+
+void read_fuse_bias_gelu_flag(const cli::Args& args, TrainingPipelineOptions& p) {
+  if (!args.has("fuse-bias-gelu")) return;
+  const std::string f = args.get("fuse-bias-gelu");
+  if (f != "on" && f != "off") fail("--fuse-bias-gelu must be on or off, got '", f, "'");
+  p.fuse_bias_gelu.enabled = f == "on";
+}
+
 // Flags of LoRA fine-tuning and initial values (train and grad share them).
 std::vector<cli::FlagSpec> lora_flags() {
   return {
@@ -149,6 +162,7 @@ std::vector<cli::FlagSpec> train_flags() {
   for (auto& b : budget_flags()) rest.push_back(b);
   for (auto& p : precision_flags()) rest.push_back(p);
   rest.push_back(fuse_attention_flag());
+  rest.push_back(fuse_bias_gelu_flag());
   std::vector<cli::FlagSpec> more = {
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "NAME"},
       {"lr", true, "learning rate (default 1e-3)", "LR"},
@@ -224,6 +238,7 @@ TrainingOptions read_training_flags(const cli::Args& args) {
   o.pipeline.accum = positive(args, "accum", 1);
   read_precision_flags(args, o.pipeline);
   read_fuse_attention_flag(args, o.pipeline);
+  read_fuse_bias_gelu_flag(args, o.pipeline);
   o.pipeline.optimizer = read_optimizer_flags(args);
   if (args.has("freeze")) o.pipeline.freeze = split_commas(args.get("freeze"));
   o.pipeline.batchnorm.mode = args.get_enum("batchnorm", o.pipeline.batchnorm.mode);

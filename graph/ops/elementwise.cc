@@ -392,6 +392,72 @@ void infer_dropout_grad(InferContext& ctx) {
   infer::same_as_input(ctx, 0);
 }
 
+// ---- ai.otter.BiasGelu (the fuse-bias-gelu pass makes it, passes/fuse_bias_gelu.h) -------------
+//   BiasGelu(X, bias?) -> Y = Gelu(X + bias), the exact (erf) form; bias 1-D, X's last axis long.
+//   BiasGeluGrad(dY, X, bias?) -> dX = dY * Gelu'(X + bias): recomputes the pre-activation X + bias
+//   instead of keeping it or the GELU chain's intermediates; the bias gradient is dX summed over
+//   the broadcast axes (GradContext::sum_to_shape, as Add's gradient).
+// Inputs x and x + 1 (bias, optional) of a BiasGelu or BiasGeluGrad.
+void check_bias_gelu_inputs(InferContext& ctx, int x) {
+  infer::check_type(ctx, x, Types::kFloat);
+  if (!ctx.has_input(x + 1)) return;
+  infer::check_same_type(ctx, x, x + 1);
+  const Shape &xs = ctx.in_shape(x), &bs = ctx.in_shape(x + 1);
+  if (!bs.rank_known) return;
+  if (bs.rank() != 1) ctx.error("the bias must be 1-D, got shape " + bs.to_string());
+  if (!xs.rank_known) return;
+  if (xs.rank() < 1) ctx.error("X must have rank >= 1 to take a bias, got a scalar");
+  infer::check_dims_match(ctx, bs.dims[0], xs.dims[xs.rank() - 1], "the bias length differs from X's last axis");
+}
+
+void infer_bias_gelu(InferContext& ctx) {
+  infer::check_arity(ctx, 1, 2);
+  check_bias_gelu_inputs(ctx, 0);
+  infer::same_as_input(ctx, 0);
+}
+
+void infer_bias_gelu_grad(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 3);
+  infer::check_float(ctx, 0);
+  infer::check_same_type(ctx, 0, 1);
+  check_bias_gelu_inputs(ctx, 1);
+  const Shape &dy = ctx.in_shape(0), &x = ctx.in_shape(1);
+  if (dy.rank_known && x.rank_known && dy.is_static() && x.is_static() && !(dy == x))
+    ctx.error("input 0 (dY) has shape " + dy.to_string() + ", X " + x.to_string());
+  infer::same_as_input(ctx, 1);
+}
+
+// One BiasGeluGrad gives the pre-activation's gradient dX; the bias gradient sums it over the
+// axes the bias was broadcast along.
+void grad_bias_gelu(GradContext& c) {
+  Value* dy = c.grad_output(0);
+  const bool bias = c.node().has_input(1);
+  const bool want_bias = bias && c.needs_grad(1);
+  if (!dy || (!c.needs_grad(0) && !want_bias)) return;
+  std::vector<Value*> ins = {dy, c.input(0)};
+  if (bias) ins.push_back(c.input(1));
+  Value* dx = c.emit_otter("BiasGeluGrad", ins);
+  c.set_grad_input(0, dx);
+  if (want_bias) c.set_grad_input(1, c.sum_to_shape(dx, c.input(1)));
+}
+
+void register_bias_gelu_ops(OpTable& t) {
+  using P = PrecisionClass;
+  OpDef d;
+  d.domain = kOtterDomain;
+  d.op_type = "BiasGelu";
+  d.infer = infer_bias_gelu;
+  d.precision = P::kFollow;  // as Gelu and the element-wise chain it replaces
+  d.inplace = true;          // Y[j] reads X[j] only (and the bias)
+  d.grad_kind = GradKind::kRule;
+  d.grad = grad_bias_gelu;
+  d.summary = "BiasGelu(X, bias?) -> Y: Gelu(X + bias), exact erf form, bias broadcast over X's last axis";
+  t.add(d);
+  infer::add_otter_op(t, "BiasGeluGrad", infer_bias_gelu_grad, P::kFollow,
+                      "BiasGeluGrad(dY, X, bias?) -> dX: dY * Gelu'(X + bias), the pre-activation recomputed");
+  t.mutable_find(kOtterDomain, "BiasGeluGrad", 1)->inplace = true;
+}
+
 void register_elementwise_grad_ops(OpTable& t) {
   using P = PrecisionClass;
   infer::add_otter_op(t, "ReluGrad", infer_unary_grad, P::kFollow, "ReluGrad(dY, Y): dY where Y > 0, else 0");
@@ -482,6 +548,7 @@ void register_elementwise_ops(OpTable& t) {
   // gradient is a Cast back; a Cast from an integer type passes no gradient (autodiff skips it).
   add(t, "Cast", 13, infer_cast, P::kNone, false, rule(grad_cast), "converts X to the type of attribute 'to'");
   register_elementwise_grad_ops(t);
+  register_bias_gelu_ops(t);
 }
 
 }  // namespace otter

@@ -28,6 +28,16 @@ inline void check_like(const KernelContext& ctx, int i, const Tensor& ref, const
     ctx.error(str_cat("input ", i, " (", what, ") is ", t.describe(), ", expected ", ref.describe()));
 }
 
+// BiasGelu's / BiasGeluGrad's optional bias, input x + 1: 1-D of X's (input x) dtype and last-axis
+// length. Returns that length (the bias period along X's flat elements), 0 without a bias.
+inline int64_t check_bias_gelu_bias(const KernelContext& ctx, int x) {
+  if (!ctx.has_input(x + 1)) return 0;
+  const Tensor &xt = ctx.input(x), &b = ctx.input(x + 1);
+  if (b.dtype() != xt.dtype() || b.dims().size() != 1 || xt.dims().empty() || b.dims()[0] != xt.dims().back())
+    ctx.error(str_cat("bias ", b.describe(), " must be 1-D of X's dtype and last-axis length, X ", xt.describe()));
+  return b.dims()[0];
+}
+
 // Clip's optional inputs 1 (min) and 2 (max): scalars of input 0's dtype.
 inline void check_clip_bounds(const KernelContext& ctx) {
   for (int i = 1; i <= 2; ++i) {

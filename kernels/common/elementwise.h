@@ -232,6 +232,10 @@ struct GeluOp {
     return static_cast<T>(0.5) * x * (T(1) + math::erf(x * static_cast<T>(0.7071067811865476)));
   }
 };
+// ai.otter.BiasGelu: the exact Gelu of the pre-activation x + b (b the bias element of x's column).
+struct BiasGeluOp {
+  template <typename T> OTTER_HD T operator()(T x, T b) const { return GeluOp{}(x + b); }
+};
 // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): no overflow for large x.
 struct SoftplusOp {
   template <typename T>

@@ -51,6 +51,10 @@ struct GeluGradOp {
     return dy * (cdf + x * pdf);
   }
 };
+// ai.otter.BiasGeluGrad: Gelu'(x + b) dY, GeluGradOp's exact form at the recomputed pre-activation.
+struct BiasGeluGradOp {
+  template <typename T> OTTER_HD T operator()(T dy, T x, T b) const { return GeluGradOp{}(dy, x + b); }
+};
 // softplus' = sigmoid(x).
 struct SoftplusGradOp {
   template <typename T> OTTER_HD T operator()(T dy, T x) const { return dy * SigmoidOp{}(x); }

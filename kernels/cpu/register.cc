@@ -11,6 +11,7 @@ void register_cpu_quantization_kernels(KernelRegistry& r);  // quantization.cc: 
 void register_cpu_onnx_optim_kernels(KernelRegistry& r);  // onnx_optim.cc: ONNX Adagrad, Adam, Momentum
 void register_cpu_linalg_kernels(KernelRegistry& r);  // linalg.cc: Einsum, Det
 void register_cpu_lrn_kernels(KernelRegistry& r);  // lrn.cc: LRN, LRNGrad
+void register_cpu_bias_gelu_kernels(KernelRegistry& r);  // bias_gelu.cc: BiasGelu, BiasGeluGrad
 
 void register_cpu_kernels(KernelRegistry& r) {
   cpu::active_isa();  // a bad OTTER_ISA fails here, before any kernel runs
@@ -37,6 +38,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_nn_grad_kernels(r);
   register_cpu_shape_grad_kernels(r);
   register_cpu_attention_kernels(r);
+  register_cpu_bias_gelu_kernels(r);
   register_cpu_half_kernels(r);  // last: it derives half kernels from the float32 ones above
 }
 

@@ -226,6 +226,8 @@ const Row kRows[] = {
       {otter, "SigmoidGrad", kFloat, elementwise_kernel},
       {otter, "TanhGrad", kFloat, elementwise_kernel},
       {otter, "GeluGrad", kFloat, elementwise_kernel},
+      {otter, "BiasGelu", kFloat, elementwise_kernel},
+      {otter, "BiasGeluGrad", kFloat, elementwise_kernel},
       {otter, "ErfGrad", kFloat, elementwise_kernel},
       {otter, "SoftplusGrad", kFloat, elementwise_kernel},
       {otter, "SoftsignGrad", kFloat, elementwise_kernel},

@@ -418,6 +418,12 @@ std::vector<Case> grad_cases() {
   grad("GeluGrad_exact", "GeluGrad", {T({4, 9}), Tu({4, 9}, -5, 5)});
   grad("GeluGrad_tanh", "GeluGrad", {T({4, 9}), Tu({4, 9}, -5, 5)}, {{"approximate", "tanh"}});
   grad("ErfGrad_plain", "ErfGrad", {T({4, 9}), Tu({4, 9}, -3, 3)});
+  // The fused bias + GELU (fuse-bias-gelu pass): the bias repeats every 9 (odd, so the per-element
+  // bias index wraps inside a block of threads), and without a bias.
+  grad("BiasGelu_bias", "BiasGelu", {Tu({3, 5, 9}, -5, 5), Tu({9}, -1, 1)});
+  grad("BiasGelu_no_bias", "BiasGelu", {Tu({4, 9}, -5, 5)});
+  grad("BiasGeluGrad_bias", "BiasGeluGrad", {T({3, 5, 9}), Tu({3, 5, 9}, -5, 5), Tu({9}, -1, 1)});
+  grad("BiasGeluGrad_no_bias", "BiasGeluGrad", {T({4, 9}), Tu({4, 9}, -5, 5)});
   grad("SoftplusGrad_plain", "SoftplusGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("SoftsignGrad_plain", "SoftsignGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("AbsGrad_with_zeros", "AbsGrad", {T({5}), Tv({5}, {-2, 0, 3, 0, -1})});

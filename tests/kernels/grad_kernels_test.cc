@@ -211,5 +211,49 @@ TEST(GradKernels, ConvOverPlanesSmallerThanTheWindow) {
   }
 }
 
+// ai.otter.BiasGelu and BiasGeluGrad (kernels/cpu/bias_gelu.cc) against the closed forms in double,
+// in every float type. 7*11*67 elements with a 67-long bias: enough for the loop to split over
+// threads (kernels/cpu/broadcast.h) at ranges that start inside a row, where the bias index wraps.
+TEST(GradKernels, BiasGeluMatchesClosedFormsInEveryFloatType) {
+  auto phi_cdf = [](double z) { return 0.5 * (1 + std::erf(z / std::sqrt(2.0))); };
+  auto gelu = [&](double z) { return z * phi_cdf(z); };
+  auto gelu_grad = [&](double z) { return phi_cdf(z) + z * std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI); };
+  const Tensor x = random_f32({7, 11, 67}, 3, -4, 4), b = random_f32({67}, 4, -1, 1);
+  const Tensor dy = random_f32({7, 11, 67}, 5, -1, 1);
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+    const Tensor xt = rounded(x, t), bt = rounded(b, t), dyt = rounded(dy, t);
+    for (bool bias : {true, false}) {
+      std::vector<Tensor> fwd_in = {xt}, grad_in = {dyt, xt};
+      if (bias) {
+        fwd_in.push_back(bt);
+        grad_in.push_back(bt);
+      }
+      Tensor y = run_op({.op = "BiasGelu", .inputs = fwd_in, .domain = "ai.otter"})[0];
+      Tensor dx = run_op({.op = "BiasGeluGrad", .inputs = grad_in, .domain = "ai.otter"})[0];
+      ASSERT_EQ(y.dtype(), t);
+      ASSERT_EQ(dx.dtype(), t);
+      ASSERT_EQ(dx.dims(), x.dims());
+      double worst_y = 0, worst_dx = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const double z = xt.get_as_double(i) + (bias ? bt.get_as_double(i % 67) : 0.0);
+        worst_y = std::max(worst_y, std::abs(y.get_as_double(i) - gelu(z)) / std::max(1.0, std::abs(gelu(z))));
+        worst_dx = std::max(worst_dx, std::abs(dx.get_as_double(i) - dyt.get_as_double(i) * gelu_grad(z)));
+      }
+      // One rounding of the result (and, in half types, of x + b computed in float) in the storage type.
+      const double tol = t == DataType::kFloat32 ? 2e-6 : t == DataType::kFloat16 ? 4e-3 : 3e-2;
+      EXPECT_LE(worst_y, tol) << "BiasGelu in " << dtype_name(t) << (bias ? "" : " without bias");
+      EXPECT_LE(worst_dx, tol) << "BiasGeluGrad in " << dtype_name(t) << (bias ? "" : " without bias");
+    }
+  }
+  // A bias that is not 1-D of X's last-axis length is refused, naming it.
+  bool refused = false;
+  try {
+    run_op({.op = "BiasGelu", .inputs = {x, random_f32({11}, 6)}, .domain = "ai.otter"});
+  } catch (const Error& e) {
+    refused = std::string(e.what()).find("bias") != std::string::npos;
+  }
+  EXPECT_TRUE(refused);
+}
+
 }  // namespace
 }  // namespace otter::testing

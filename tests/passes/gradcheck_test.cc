@@ -537,5 +537,22 @@ TEST(GradCheck, GroupNormalizationPerGroup) {
                    .attrs = {{"num_groups", int_attr(2)}}, .opset = 18, .tol = 1e-5});
 }
 
+// ai.otter.BiasGelu (graph/ops/elementwise.cc, made by the fuse-bias-gelu pass): BiasGeluGrad
+// recomputes X + bias; the bias gradient is dX summed over the leading axes. Inputs in [-3, 3]
+// cover both tails of the GELU and its minimum near -0.75.
+TEST(GradCheck, BiasGelu) {
+  check_gradients_both({.op = "BiasGelu", .domain = kOtterDomain, .shapes = {{2, 3, 5}, {5}},
+                        .init = in_range(-3, 3)});
+  check_gradients({.op = "BiasGelu", .domain = kOtterDomain, .shapes = {{4, 3}, {3}}, .init = in_range(-3, 3),
+                   .seed = 2});
+}
+TEST(GradCheck, BiasGeluWithoutBias) {
+  check_gradients_both({.op = "BiasGelu", .domain = kOtterDomain, .shapes = {{3, 4}}, .init = in_range(-3, 3)});
+}
+TEST(GradCheck, BiasGeluBiasOnly) {  // X a constant: only the bias takes a gradient
+  check_gradients({.op = "BiasGelu", .domain = kOtterDomain, .shapes = {{2, 4}, {4}},
+                   .fixed = {{0, f64({2, 4}, {-2.5, -1, -0.5, 0, 0.3, 0.8, 1.7, 2.9})}}, .init = in_range(-1, 1)});
+}
+
 }  // namespace
 }  // namespace otter::testing

@@ -10,6 +10,7 @@
 #include "passes/autodiff.h"
 #include "passes/batchnorm_mode.h"
 #include "passes/fuse_attention.h"
+#include "passes/fuse_bias_gelu.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
@@ -165,8 +166,11 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   expect_round_trip("all-reduce", AllReduceOptions{4, ByteSize{1 << 20}});
   expect_round_trip("all-reduce", AllReduceOptions{2, ByteSize{int64_t{25} << 20}, 1});
   expect_round_trip("fuse-attention", FuseAttentionOptions{false, false});
+  expect_round_trip("fuse-bias-gelu", FuseBiasGeluOptions{true, false});
+  expect_round_trip("fuse-bias-gelu", FuseBiasGeluOptions{false, true});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
-                        "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce", "fuse-attention"})
+                        "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce", "fuse-attention",
+                        "fuse-bias-gelu"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";

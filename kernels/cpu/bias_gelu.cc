@@ -1,0 +1,97 @@
+// CPU kernels of ai.otter.BiasGelu and ai.otter.BiasGeluGrad (graph/ops/elementwise.cc, made by the
+// fuse-bias-gelu pass): one pass over X instead of the six element-wise ops of the exported GELU
+// chain. The per-element math is the shared BiasGeluOp / BiasGeluGradOp (kernels/common/), which
+// reuse GeluOp / GeluGradOp at the pre-activation x + bias. Every float storage type (halves are
+// computed in float); the float loops run as the active ISA variant (kernels/cpu/isa.h).
+#include <type_traits>
+
+#include "graph/op_table.h"
+#include "kernels/common/checks.h"
+#include "kernels/common/elementwise_grad.h"
+#include "kernels/cpu/broadcast.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
+
+namespace otter {
+namespace {
+
+using cpu::compute_t;
+using cpu::load;
+using cpu::store;
+
+// Calls f(j, c) for the flat elements j of [0, n) split over threads, c = j mod cols the bias
+// index (0 when cols is 0: no bias), without a division per element.
+template <bool kWide, typename F>
+void bias_loop(int64_t n, int64_t cols, const F& f) {
+  cpu::parallel_ranges(
+      n,
+      [&](int64_t b, int64_t e) {
+        cpu::isa_dispatch_if<kWide>([&] {
+          int64_t c = cols ? b % cols : 0;
+          for (int64_t j = b; j < e; ++j) {
+            f(j, c);
+            if (++c == cols) c = 0;
+          }
+        });
+      },
+      8);
+}
+
+// Y = Gelu(X + bias).
+class BiasGeluKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t cols = check_bias_gelu_bias(ctx, 0);
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
+    cpu::visit_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      using C = compute_t<S>;
+      const S* px = x.data<S>();
+      const S* pb = cols ? ctx.input(1).data<S>() : nullptr;
+      S* py = y.data<S>();
+      bias_loop<std::is_same_v<C, float>>(x.numel(), cols, [&](int64_t j, int64_t c) {
+        py[j] = store<S>(BiasGeluOp{}(load(px[j]), pb ? load(pb[c]) : C(0)));
+      });
+    });
+  }
+};
+
+// dX = dY * Gelu'(X + bias); the bias gradient is a ReduceSum of dX the rule emits.
+class BiasGeluGradKernel : public Kernel {
+ public:
+  void run(KernelContext& ctx) override {
+    const Tensor& dy = ctx.input(0);
+    check_like(ctx, 1, dy, "X");
+    const int64_t cols = check_bias_gelu_bias(ctx, 1);
+    Tensor& dx = ctx.allocate_output(0, dy.dtype(), dy.dims());
+    cpu::visit_float(dy.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      using C = compute_t<S>;
+      const S* pg = dy.data<S>();
+      const S* px = ctx.input(1).data<S>();
+      const S* pb = cols ? ctx.input(2).data<S>() : nullptr;
+      S* po = dx.data<S>();
+      bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
+        po[j] = store<S>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), pb ? load(pb[c]) : C(0)));
+      });
+    });
+  }
+};
+
+}  // namespace
+
+void register_cpu_bias_gelu_kernels(KernelRegistry& r) {
+  const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
+                                         DataType::kBFloat16};
+  r.add({.domain = kOtterDomain,
+         .op_type = "BiasGelu",
+         .dtypes = kFloats,
+         .create = [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<BiasGeluKernel>(); }});
+  r.add({.domain = kOtterDomain,
+         .op_type = "BiasGeluGrad",
+         .dtypes = kFloats,
+         .create = [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<BiasGeluGradKernel>(); }});
+}
+
+}  // namespace otter
