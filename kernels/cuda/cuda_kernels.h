@@ -10,6 +10,7 @@
 namespace otter::cuda {
 
 KernelFactory elementwise_kernel(const std::string& op);  // elementwise.cu
+KernelFactory bias_gelu_kernel(const std::string& op);    // bias_gelu.cu: BiasGelu, BiasGeluGrad
 KernelFactory reduce_kernel(const std::string& op);       // reduce.cu
 KernelFactory shape_kernel(const std::string& op);        // shape.cu
 KernelFactory shape_grad_kernel(const std::string& op);   // shape_grad.cu: SliceGrad, GatherGrad, PadGrad

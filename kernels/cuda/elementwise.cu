@@ -1,6 +1,6 @@
 // CUDA element-wise kernels: arithmetic, activations, comparisons, logic, Clip, Pow, Where, Cast and
-// the variadic Min/Max with numpy broadcasting, the element-wise gradients (ReluGrad, ..., ClipGrad,
-// DropoutGrad), and the fused ai.otter.BiasGelu / BiasGeluGrad. The per-element math is the shared
+// the variadic Min/Max with numpy broadcasting, and the element-wise gradients (ReluGrad, ...,
+// ClipGrad, DropoutGrad); the fused BiasGelu is in bias_gelu.cu. The per-element math is the shared
 // functors of kernels/common/elementwise.h and elementwise_grad.h; half types compute in float.
 #include <limits>
 
@@ -59,20 +59,6 @@ __global__ void where_kernel(int64_t n, const bool* c, const T* x, const T* y, T
     int64_t off[3];
     ix.offsets(i, off);
     out[i] = c[off[0]] ? x[off[1]] : y[off[2]];
-  }
-}
-
-// BiasGelu / BiasGeluGrad: the bias element of flat index i is b[i % cols] (cols 0: no bias).
-template <typename S>
-__global__ void bias_gelu_kernel(int64_t n, const S* x, const S* b, int64_t cols, S* y) {
-  using C = compute_type<S>;
-  OTTER_GRID_STRIDE(i, n) { y[i] = store_value<S>(BiasGeluOp{}(load_value(x[i]), b ? load_value(b[i % cols]) : C(0))); }
-}
-template <typename S>
-__global__ void bias_gelu_grad_kernel(int64_t n, const S* dy, const S* x, const S* b, int64_t cols, S* dx) {
-  using C = compute_type<S>;
-  OTTER_GRID_STRIDE(i, n) {
-    dx[i] = store_value<S>(BiasGeluGradOp{}(load_value(dy[i]), load_value(x[i]), b ? load_value(b[i % cols]) : C(0)));
   }
 }
 
@@ -361,37 +347,6 @@ class ActivationGradKernel : public Kernel {
   F f_;
 };
 
-// ai.otter.BiasGelu(X, bias?) -> Y = Gelu(X + bias) (made by the fuse-bias-gelu pass), and
-// BiasGeluGrad(dY, X, bias?) -> dX = dY Gelu'(X + bias): one pass each, no broadcast indexer (the
-// bias is 1-D along X's last axis, checked on the host).
-class BiasGeluKernel : public Kernel {
- public:
-  BiasGeluKernel(const Node&, bool grad) : grad_(grad) {}
-  void run(KernelContext& ctx) override {
-    const int xi = grad_ ? 1 : 0;
-    const Tensor& x = ctx.input(xi);
-    if (grad_) check_like(ctx, 1, ctx.input(0), "X");
-    const int64_t cols = check_bias_gelu_bias(ctx, xi);
-    Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
-    const int64_t n = x.numel();
-    if (n == 0) return;
-    dispatch_float(x.dtype(), [&](auto tag) {
-      using S = typename decltype(tag)::type;
-      const S* b = cols ? static_cast<const S*>(ctx.input(xi + 1).raw()) : nullptr;
-      const S* px = static_cast<const S*>(x.raw());
-      if (grad_)
-        bias_gelu_grad_kernel<S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
-            n, static_cast<const S*>(ctx.input(0).raw()), px, b, cols, static_cast<S*>(out.raw()));
-      else
-        bias_gelu_kernel<S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(n, px, b, cols, static_cast<S*>(out.raw()));
-      OTTER_CUDA_LAUNCH_CHECK();
-    });
-  }
-
- private:
-  bool grad_;
-};
-
 constexpr int kClipGradBlocks = 256;
 
 // dX where the forward Clip returned x, and per-block sums of dY where it returned min / max
@@ -510,6 +465,34 @@ KernelFactory unary() {
 
 }  // namespace
 
+namespace {
+
+// The element-wise gradient ops (ai.otter); an empty factory for any other op.
+KernelFactory gradient_kernel(const std::string& op) {
+  if (op == "ReluGrad") return make<ActivationGradKernel<ReluGradOp>>(ReluGradOp{});
+  if (op == "SigmoidGrad") return make<ActivationGradKernel<SigmoidGradOp>>(SigmoidGradOp{});
+  if (op == "TanhGrad") return make<ActivationGradKernel<TanhGradOp>>(TanhGradOp{});
+  if (op == "ErfGrad") return make<ActivationGradKernel<ErfGradOp>>(ErfGradOp{});
+  if (op == "SoftplusGrad") return make<ActivationGradKernel<SoftplusGradOp>>(SoftplusGradOp{});
+  if (op == "SoftsignGrad") return make<ActivationGradKernel<SoftsignGradOp>>(SoftsignGradOp{});
+  if (op == "AbsGrad") return make<ActivationGradKernel<AbsGradOp>>(AbsGradOp{});
+  if (op == "LeakyReluGrad")
+    return [](const Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<ActivationGradKernel<LeakyReluGradOp>>(n, LeakyReluGradOp{n.attr_f("alpha", 0.01f)});
+    };
+  if (op == "GeluGrad")
+    return [](const Node& n) -> std::unique_ptr<Kernel> {
+      const std::string a = n.attr_s("approximate", "none");
+      if (a != "none" && a != "tanh") fail(n.describe(), ": attribute 'approximate' must be 'none' or 'tanh'");
+      return std::make_unique<ActivationGradKernel<GeluGradOp>>(n, GeluGradOp{a == "tanh"});
+    };
+  if (op == "ClipGrad") return make<ClipGradKernel>();
+  if (op == "DropoutGrad") return make<DropoutGradKernel>();
+  return {};
+}
+
+}  // namespace
+
 KernelFactory elementwise_kernel(const std::string& op) {
   using T = Types;
   if (op == "Add") return make<BinaryKernel<AddOp, T::kNumeric, false>>();
@@ -567,28 +550,7 @@ KernelFactory elementwise_kernel(const std::string& op) {
         return std::make_unique<BinaryKernel<BitShiftOp<true>, T::kUnsigned, false>>(n);
       return std::make_unique<BinaryKernel<BitShiftOp<false>, T::kUnsigned, false>>(n);
     };
-  // Gradients (ai.otter).
-  if (op == "ReluGrad") return make<ActivationGradKernel<ReluGradOp>>(ReluGradOp{});
-  if (op == "SigmoidGrad") return make<ActivationGradKernel<SigmoidGradOp>>(SigmoidGradOp{});
-  if (op == "TanhGrad") return make<ActivationGradKernel<TanhGradOp>>(TanhGradOp{});
-  if (op == "ErfGrad") return make<ActivationGradKernel<ErfGradOp>>(ErfGradOp{});
-  if (op == "SoftplusGrad") return make<ActivationGradKernel<SoftplusGradOp>>(SoftplusGradOp{});
-  if (op == "SoftsignGrad") return make<ActivationGradKernel<SoftsignGradOp>>(SoftsignGradOp{});
-  if (op == "AbsGrad") return make<ActivationGradKernel<AbsGradOp>>(AbsGradOp{});
-  if (op == "LeakyReluGrad")
-    return [](const Node& n) -> std::unique_ptr<Kernel> {
-      return std::make_unique<ActivationGradKernel<LeakyReluGradOp>>(n, LeakyReluGradOp{n.attr_f("alpha", 0.01f)});
-    };
-  if (op == "GeluGrad")
-    return [](const Node& n) -> std::unique_ptr<Kernel> {
-      const std::string a = n.attr_s("approximate", "none");
-      if (a != "none" && a != "tanh") fail(n.describe(), ": attribute 'approximate' must be 'none' or 'tanh'");
-      return std::make_unique<ActivationGradKernel<GeluGradOp>>(n, GeluGradOp{a == "tanh"});
-    };
-  if (op == "BiasGelu") return make<BiasGeluKernel>(false);
-  if (op == "BiasGeluGrad") return make<BiasGeluKernel>(true);
-  if (op == "ClipGrad") return make<ClipGradKernel>();
-  if (op == "DropoutGrad") return make<DropoutGradKernel>();
+  if (KernelFactory k = gradient_kernel(op)) return k;
   fail("elementwise_kernel: no CUDA kernel for ", op);
 }
 

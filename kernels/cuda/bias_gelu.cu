@@ -1,0 +1,64 @@
+// ai.otter.BiasGelu and BiasGeluGrad on CUDA (made by the fuse-bias-gelu pass, passes/fuse_bias_gelu.h):
+// one grid-stride pass each over the shared functors of kernels/common/elementwise_grad.h.
+#include "kernels/common/checks.h"
+#include "kernels/common/elementwise_grad.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace otter::cuda {
+namespace {
+
+// BiasGelu / BiasGeluGrad: the bias element of flat index i is b[i % cols] (cols 0: no bias).
+template <typename S>
+__global__ void bias_gelu_kernel(int64_t n, const S* x, const S* b, int64_t cols, S* y) {
+  using C = compute_type<S>;
+  OTTER_GRID_STRIDE(i, n) { y[i] = store_value<S>(BiasGeluOp{}(load_value(x[i]), b ? load_value(b[i % cols]) : C(0))); }
+}
+template <typename S>
+__global__ void bias_gelu_grad_kernel(int64_t n, const S* dy, const S* x, const S* b, int64_t cols, S* dx) {
+  using C = compute_type<S>;
+  OTTER_GRID_STRIDE(i, n) {
+    dx[i] = store_value<S>(BiasGeluGradOp{}(load_value(dy[i]), load_value(x[i]), b ? load_value(b[i % cols]) : C(0)));
+  }
+}
+
+// ai.otter.BiasGelu(X, bias?) -> Y = Gelu(X + bias) (made by the fuse-bias-gelu pass), and
+// BiasGeluGrad(dY, X, bias?) -> dX = dY Gelu'(X + bias): one pass each, no broadcast indexer (the
+// bias is 1-D along X's last axis, checked on the host).
+class BiasGeluKernel : public Kernel {
+ public:
+  BiasGeluKernel(const Node&, bool grad) : grad_(grad) {}
+  void run(KernelContext& ctx) override {
+    const int xi = grad_ ? 1 : 0;
+    const Tensor& x = ctx.input(xi);
+    if (grad_) check_like(ctx, 1, ctx.input(0), "X");
+    const int64_t cols = check_bias_gelu_bias(ctx, xi);
+    Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
+    const int64_t n = x.numel();
+    if (n == 0) return;
+    dispatch_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      const S* b = cols ? static_cast<const S*>(ctx.input(xi + 1).raw()) : nullptr;
+      const S* px = static_cast<const S*>(x.raw());
+      if (grad_)
+        bias_gelu_grad_kernel<S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
+            n, static_cast<const S*>(ctx.input(0).raw()), px, b, cols, static_cast<S*>(out.raw()));
+      else
+        bias_gelu_kernel<S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(n, px, b, cols, static_cast<S*>(out.raw()));
+      OTTER_CUDA_LAUNCH_CHECK();
+    });
+  }
+
+ private:
+  bool grad_;
+};
+
+}  // namespace
+
+KernelFactory bias_gelu_kernel(const std::string& op) {
+  const bool grad = op == "BiasGeluGrad";
+  if (op != "BiasGelu" && !grad) fail("bias_gelu_kernel: no CUDA kernel for ", op);
+  return [grad](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BiasGeluKernel>(n, grad); };
+}
+
+}  // namespace otter::cuda
