@@ -364,13 +364,6 @@ void grad_where(GradContext& c) {
 void grad_cast(GradContext& c) { c.set_grad_input(0, c.cast(c.grad_output(0), c.input(0)->dtype())); }
 
 // ---- gradient ops (ai.otter) --------------------------------------------------------------------
-// op(dY, X) -> dX of X's shape: both float, one type.
-void infer_unary_grad(InferContext& ctx) {
-  infer::check_arity(ctx, 2, 2);
-  infer::check_float(ctx, 0);
-  infer::check_same_type(ctx, 0, 1);
-  infer::same_as_input(ctx, 1);
-}
 
 void infer_clip_grad(InferContext& ctx) {
   infer::check_arity(ctx, 2, 4, 1, 3);
@@ -460,17 +453,17 @@ void register_bias_gelu_ops(OpTable& t) {
 
 void register_elementwise_grad_ops(OpTable& t) {
   using P = PrecisionClass;
-  infer::add_otter_op(t, "ReluGrad", infer_unary_grad, P::kFollow, "ReluGrad(dY, Y): dY where Y > 0, else 0");
-  infer::add_otter_op(t, "LeakyReluGrad", infer_unary_grad, P::kFollow,
+  infer::add_otter_op(t, "ReluGrad", infer::unary_grad, P::kFollow, "ReluGrad(dY, Y): dY where Y > 0, else 0");
+  infer::add_otter_op(t, "LeakyReluGrad", infer::unary_grad, P::kFollow,
                       "LeakyReluGrad(dY, X) {alpha}: dY where X >= 0, else alpha * dY");
-  infer::add_otter_op(t, "SigmoidGrad", infer_unary_grad, P::kFollow, "SigmoidGrad(dY, Y): dY * Y * (1 - Y)");
-  infer::add_otter_op(t, "TanhGrad", infer_unary_grad, P::kFollow, "TanhGrad(dY, Y): dY * (1 - Y^2)");
-  infer::add_otter_op(t, "GeluGrad", infer_unary_grad, P::kFollow,
+  infer::add_otter_op(t, "SigmoidGrad", infer::unary_grad, P::kFollow, "SigmoidGrad(dY, Y): dY * Y * (1 - Y)");
+  infer::add_otter_op(t, "TanhGrad", infer::unary_grad, P::kFollow, "TanhGrad(dY, Y): dY * (1 - Y^2)");
+  infer::add_otter_op(t, "GeluGrad", infer::unary_grad, P::kFollow,
                       "GeluGrad(dY, X) {approximate}: dY * Gelu'(X), exact or tanh form");
-  infer::add_otter_op(t, "ErfGrad", infer_unary_grad, P::kFollow, "ErfGrad(dY, X): dY * 2/sqrt(pi) * exp(-X^2)");
-  infer::add_otter_op(t, "SoftplusGrad", infer_unary_grad, P::kFp32, "SoftplusGrad(dY, X): dY * sigmoid(X)");
-  infer::add_otter_op(t, "SoftsignGrad", infer_unary_grad, P::kFollow, "SoftsignGrad(dY, X): dY / (1 + |X|)^2");
-  infer::add_otter_op(t, "AbsGrad", infer_unary_grad, P::kFollow, "AbsGrad(dY, X): dY * sign(X)");
+  infer::add_otter_op(t, "ErfGrad", infer::unary_grad, P::kFollow, "ErfGrad(dY, X): dY * 2/sqrt(pi) * exp(-X^2)");
+  infer::add_otter_op(t, "SoftplusGrad", infer::unary_grad, P::kFp32, "SoftplusGrad(dY, X): dY * sigmoid(X)");
+  infer::add_otter_op(t, "SoftsignGrad", infer::unary_grad, P::kFollow, "SoftsignGrad(dY, X): dY / (1 + |X|)^2");
+  infer::add_otter_op(t, "AbsGrad", infer::unary_grad, P::kFollow, "AbsGrad(dY, X): dY * sign(X)");
   infer::add_otter_op(t, "ClipGrad", infer_clip_grad, P::kFollow,
                       "ClipGrad(dY, X, min?, max?) -> dX, dMin?, dMax?: dY where min <= X <= max; "
                       "dMin/dMax sum dY below/above");

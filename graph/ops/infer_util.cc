@@ -174,6 +174,13 @@ DataType check_conv_inputs(InferContext& ctx) {
   return ctx.in_dtype(0);
 }
 
+void unary_grad(InferContext& ctx) {
+  check_arity(ctx, 2, 2);
+  check_float(ctx, 0);
+  check_same_type(ctx, 0, 1);
+  same_as_input(ctx, 1);
+}
+
 std::optional<Tensor> const_tensor(InferContext& ctx, int i) {
   if (!ctx.has_input(i)) return std::nullopt;
   if (const Tensor* t = ctx.in_const(i)) return *t;

@@ -68,6 +68,8 @@ Dim dim_at(const Shape& s, int64_t i);
 void check_same_type(InferContext& ctx, int i, int j);
 // The common head of Conv and ConvTranspose: X, W and optional B of one float dtype; returns it.
 DataType check_conv_inputs(InferContext& ctx);
+// op(dY, X) -> dX of X's shape, both float, one type: the element-wise gradient ops and LRNGrad.
+void unary_grad(InferContext& ctx);
 
 // ---- constant and symbolic inputs --------------------------------------------------------------
 // Constant data of input i: an initializer that is not a parameter (ctx.in_const), or the

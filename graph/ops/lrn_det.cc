@@ -20,13 +20,6 @@ void infer_lrn(InferContext& ctx) {
   infer::same_as_input(ctx, 0);
 }
 
-// LRNGrad(dY, X) {LRN's attributes} -> dX.
-void infer_lrn_grad(InferContext& ctx) {
-  infer::check_arity(ctx, 2, 2);
-  infer::check_float(ctx, 0);
-  infer::check_same_type(ctx, 0, 1);
-  infer::same_as_input(ctx, 1);
-}
 
 void grad_lrn(GradContext& c) {
   c.set_grad_input(0, c.emit_otter("LRNGrad", {c.grad_output(0), c.input(0)},
@@ -57,7 +50,7 @@ void register_lrn_det_ops(OpTable& t) {
          .grad_kind = GradKind::kRule,
          .grad = grad_lrn,
          .summary = "X / (bias + alpha / size * sum of X^2 over a window of size channels)^beta"});
-  infer::add_otter_op(t, "LRNGrad", infer_lrn_grad, PrecisionClass::kFp32, "gradient of LRN with respect to X");
+  infer::add_otter_op(t, "LRNGrad", infer::unary_grad, PrecisionClass::kFp32, "gradient of LRN with respect to X");
   t.add({.domain = "",
          .op_type = "Det",
          .since_version = 11,

@@ -161,20 +161,13 @@ void det_kernel(KernelContext& ctx) {
   }
 }
 
-KernelDef def(const char* op, std::vector<DataType> types, KernelFactory f) {
-  KernelDef d;
-  d.op_type = op;
-  d.dtypes = std::move(types);
-  d.create = std::move(f);
-  return d;
-}
-
 }  // namespace
 
 void register_cpu_linalg_kernels(KernelRegistry& r) {
-  r.add(def("Einsum", {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64},
-            simple_kernel(einsum_kernel)));
-  r.add(def("Det", {DataType::kFloat32, DataType::kFloat64}, simple_kernel(det_kernel)));
+  r.add({.op_type = "Einsum",
+         .dtypes = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64},
+         .create = simple_kernel(einsum_kernel)});
+  r.add({.op_type = "Det", .dtypes = {DataType::kFloat32, DataType::kFloat64}, .create = simple_kernel(det_kernel)});
 }
 
 }  // namespace otter

@@ -56,20 +56,12 @@ void lrn_grad_kernel(KernelContext& ctx) {
   });
 }
 
-KernelDef def(const char* domain, const char* op, KernelFactory f) {
-  KernelDef d;
-  d.domain = domain;
-  d.op_type = op;
-  d.dtypes = {DataType::kFloat32, DataType::kFloat64};
-  d.create = std::move(f);
-  return d;
-}
-
 }  // namespace
 
 void register_cpu_lrn_kernels(KernelRegistry& r) {
-  r.add(def("", "LRN", simple_kernel(lrn_kernel)));
-  r.add(def(kOtterDomain, "LRNGrad", simple_kernel(lrn_grad_kernel)));
+  const std::vector<DataType> floats = {DataType::kFloat32, DataType::kFloat64};
+  r.add({.op_type = "LRN", .dtypes = floats, .create = simple_kernel(lrn_kernel)});
+  r.add({.domain = kOtterDomain, .op_type = "LRNGrad", .dtypes = floats, .create = simple_kernel(lrn_grad_kernel)});
 }
 
 }  // namespace otter

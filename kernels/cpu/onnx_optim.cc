@@ -78,20 +78,12 @@ void momentum_kernel(KernelContext& ctx) {
   update_lists(ctx, 3, [&](auto& x, auto g, auto* v, auto*) { onnx_momentum_element(x, g, *v, p); });
 }
 
-KernelDef def(const char* op, KernelFactory f) {
-  KernelDef d;
-  d.domain = kTrainingDomain;
-  d.op_type = op;
-  d.create = std::move(f);
-  return d;
-}
-
 }  // namespace
 
 void register_cpu_onnx_optim_kernels(KernelRegistry& r) {
-  r.add(def("Adagrad", simple_kernel(adagrad_kernel)));
-  r.add(def("Adam", simple_kernel(adam_kernel)));
-  r.add(def("Momentum", simple_kernel(momentum_kernel)));
+  r.add({.domain = kTrainingDomain, .op_type = "Adagrad", .create = simple_kernel(adagrad_kernel)});
+  r.add({.domain = kTrainingDomain, .op_type = "Adam", .create = simple_kernel(adam_kernel)});
+  r.add({.domain = kTrainingDomain, .op_type = "Momentum", .create = simple_kernel(momentum_kernel)});
 }
 
 }  // namespace otter
