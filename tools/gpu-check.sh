@@ -77,6 +77,21 @@ note "cuda_tests: exit $rc, $passed passed, $failed failed, $skipped skipped (lo
 mapfile -t failures < <(grep '^\[  FAILED  \] .*(' "$OUT/cuda_tests.log" | head -40)
 for f in ${failures[@]+"${failures[@]}"}; do note "  $f"; done
 
+# NCCL (issue 18): one rank still makes a communicator and runs the all-reduce kernels. Under mpirun
+# where this machine has it; else as an MPI singleton (Open MPI starts one without mpirun where its
+# runtime is present). The digits MLP trains 5 steps on CUDA with --distributed mpi.
+nccl_run() {
+  "$@" "$work/bin/otter-train" train "$root/models/digits/mlp.onnx" --data "$root/models/digits/train.npz" \
+    --device cuda --distributed mpi --steps 5 --batch-size 32 >"$OUT/nccl.log" 2>&1
+}
+if command -v mpirun >/dev/null; then
+  nccl_run timeout "$bench_timeout" mpirun -np 1 --allow-run-as-root
+else
+  nccl_run timeout "$bench_timeout"
+fi
+nccl_rc=$?
+note "NCCL all-reduce, 1 rank ($(command -v mpirun >/dev/null && echo mpirun || echo singleton)): exit $nccl_rc: $(grep -m1 -E 'N=1 rank|error' "$OUT/nccl.log" || tail -1 "$OUT/nccl.log")"
+
 # Benchmarks, where the pack has the driver: train-step time and peak memory on CUDA, side by side
 # with PyTorch eager (--vs-torch, where this machine's /usr/bin/python3 has torch). otter-bench
 # reads models/ from the source path compiled into it: point that path at this copy of the tree.
