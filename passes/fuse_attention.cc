@@ -9,6 +9,7 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "passes/pattern.h"
 
 namespace otter {
 
@@ -23,20 +24,11 @@ const OptionTable<FuseAttentionOptions>& FuseAttentionOptions::table() {
 
 namespace {
 
-bool is_op(const Node* n, const char* op) { return n && n->domain().empty() && n->op_type() == op; }
+using pattern::const_scalar;
+using pattern::is_op;
 
 // The producer of v when v feeds nothing else and is not a graph output.
-Node* single_use_producer(const Value* v) {
-  if (!v || v->uses().size() != 1 || v->is_graph_output()) return nullptr;
-  return v->producer();
-}
-
-// The value of a constant with one element.
-std::optional<double> const_scalar(const Value* v) {
-  if (!v || v->kind() != ValueKind::kInitializer || v->trainable() || !v->has_data() || v->data().numel() != 1)
-    return std::nullopt;
-  return v->data().get_as_double(0);
-}
+Node* single_use_producer(const Value* v) { return pattern::single_use(v) ? v->producer() : nullptr; }
 
 // Whether v is computed from a trainable parameter.
 bool depends_on_parameter(const Value* v) {

@@ -7,6 +7,7 @@
 
 #include "graph/error.h"
 #include "graph/op_table.h"
+#include "passes/pattern.h"
 
 namespace otter {
 
@@ -21,20 +22,11 @@ const OptionTable<FuseBiasGeluOptions>& FuseBiasGeluOptions::table() {
 
 namespace {
 
-bool is_op(const Node* n, const char* op) { return n && n->domain().empty() && n->op_type() == op; }
+using pattern::const_scalar;
+using pattern::is_op;
 
 // The single consumer of v when v feeds nothing else and is not a graph output.
-Node* single_user(const Value* v) {
-  if (!v || v->uses().size() != 1 || v->is_graph_output()) return nullptr;
-  return v->uses()[0].first;
-}
-
-// The value of a constant with one element.
-std::optional<double> const_scalar(const Value* v) {
-  if (!v || v->kind() != ValueKind::kInitializer || v->trainable() || !v->has_data() || v->data().numel() != 1)
-    return std::nullopt;
-  return v->data().get_as_double(0);
-}
+Node* single_user(const Value* v) { return pattern::single_use(v) ? v->uses()[0].first : nullptr; }
 
 // Whether v is a one-element constant equal to `want` to float precision (exports store float32).
 bool is_const(const Value* v, double want) {

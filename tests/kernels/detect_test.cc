@@ -25,33 +25,6 @@ Tensor zeros(Ints dims) {
   return t;
 }
 
-// The message of the error `f` throws (fails the test when it throws none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
-
-// Shape inference of one node with graph inputs of the given dtypes and shapes.
-std::string infer_error(const std::string& op, const std::vector<std::pair<DataType, Ints>>& ins,
-                        const std::map<std::string, Attribute>& attrs = {}, int num_outputs = 1, int opset = 17) {
-  Graph g;
-  g.opset_imports[""] = opset;
-  std::vector<Value*> vs;
-  const char* names[] = {"a", "b", "c", "d", "e"};
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(g.add_input(names[i], ins[i].first, Shape::of(ins[i].second)));
-  std::vector<std::string> outs;
-  for (int i = 0; i < num_outputs; ++i) outs.push_back(str_cat("y", i));
-  Node* n = g.add_node(op, vs, outs);
-  n->set_name("the_node");
-  for (const auto& [k, a] : attrs) n->set_attr(k, a);
-  return error_of([&] { infer_node(*n); });
-}
 
 #define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
 

@@ -17,6 +17,7 @@ namespace {
 
 using testing::max_rel_diff;
 using testing::OpCall;
+using testing::run_error;
 using testing::run_op;
 
 const NpzArchive& refs() {
@@ -91,14 +92,6 @@ TEST(GroupNorm, HalfInputsNearTheFloatReference) {
   }
 }
 
-std::string error_of(const OpCall& c) {
-  try {
-    run_op(c);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::string infer_error(int opset, std::vector<int64_t> x, int64_t n_affine, int64_t groups) {
   Graph g;
@@ -139,7 +132,7 @@ TEST(GroupNorm, KernelRefusesWrongAffineShapes) {
   const Ref r = load("opset18_f32_5d");
   Ref r21 = r;
   r21.opset = 21;  // per-group vectors where per-channel ones are due
-  const std::string m = error_of(call(r21, r.x, r.scale, r.bias));
+  const std::string m = run_error(call(r21, r.x, r.scale, r.bias));
   EXPECT_NE(m.find("scale"), std::string::npos) << m;
   EXPECT_NE(m.find("[6]"), std::string::npos) << m;
 }

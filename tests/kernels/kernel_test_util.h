@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "graph/error.h"
 #include "graph/ir.h"
+#include "graph/op_table.h"
 #include "kernels/kernel.h"
 
 namespace otter::testing {
@@ -53,6 +55,46 @@ inline std::vector<Tensor> run_op(const OpCall& c) {
   ctx.first_micro_step = c.first_micro_step;
   kernel->run(ctx);
   return results;
+}
+
+// The message of the otter::Error `f` throws; fails the test when it throws none.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
+}
+
+// The message of the Error running `c` throws, "no error" when it runs.
+inline std::string run_error(const OpCall& c) {
+  try {
+    run_op(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// The error of shape inference on one node "the_node" whose graph inputs 'a', 'b', ... have the
+// given dtypes and shapes (fails the test when inference accepts it).
+inline std::string infer_error(const std::string& op, const std::vector<std::pair<DataType, std::vector<int64_t>>>& ins,
+                               const std::map<std::string, Attribute>& attrs = {}, int num_outputs = 1,
+                               int opset = 17) {
+  Graph g;
+  g.opset_imports[""] = opset;
+  std::vector<Value*> vs;
+  for (size_t i = 0; i < ins.size(); ++i)
+    vs.push_back(g.add_input(std::string(1, static_cast<char>('a' + i)), ins[i].first, Shape::of(ins[i].second)));
+  std::vector<std::string> outs;
+  for (int i = 0; i < num_outputs; ++i) outs.push_back(str_cat("y", i));
+  Node* n = g.add_node(op, vs, outs);
+  n->set_name("the_node");
+  for (const auto& [k, a] : attrs) n->set_attr(k, a);
+  return error_of([&] { infer_node(*n); });
 }
 
 template <typename T>

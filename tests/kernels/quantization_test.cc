@@ -16,6 +16,7 @@ namespace otter {
 namespace {
 
 using testing::OpCall;
+using testing::run_error;
 using testing::run_op;
 using testing::values;
 
@@ -24,15 +25,6 @@ Tensor T_(std::vector<int64_t> dims, std::vector<T> v) {
   return Tensor::from_vector<T>(std::move(dims), v);
 }
 
-// The message of the Error the call throws ("no error" when it does not).
-std::string error_of(const OpCall& c) {
-  try {
-    run_op(c);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 TEST(QuantizeLinear, SaturatesAtUint8Bounds) {
   // zero point 128, scale 1: 127 + 128 = 255; 128 + 128 = 256 -> 255; -128 + 128 = 0;
@@ -126,7 +118,7 @@ TEST(DequantizeLinear, PerAxisAndInt32) {
 TEST(QuantizeLinear, MismatchedParameterShapesFail) {
   // 4 scales for an axis of 3.
   std::string e =
-      error_of({"QuantizeLinear",
+      run_error({"QuantizeLinear",
                 {T_<float>({2, 3}, {0, 0, 0, 0, 0, 0}), T_<float>({4}, {1, 1, 1, 1}), T_<uint8_t>({4}, {0, 0, 0, 0})},
                 {},
                 1,
@@ -134,34 +126,34 @@ TEST(QuantizeLinear, MismatchedParameterShapesFail) {
   EXPECT_NE(e.find("input 1 ('in1') is f32[4]; expected one element or one per index of axis 1 (3)"), std::string::npos)
       << e;
   // A zero point whose shape differs from the scale's.
-  e = error_of({"DequantizeLinear",
+  e = run_error({"DequantizeLinear",
                 {T_<uint8_t>({2, 3}, {0, 0, 0, 0, 0, 0}), T_<float>({3}, {1, 1, 1}), Tensor::scalar<uint8_t>(0)},
                 {},
                 1,
                 13});
   EXPECT_NE(e.find("the zero point must have the scale's shape"), std::string::npos) << e;
   // A blocked (2-D) scale.
-  e = error_of({"DequantizeLinear", {T_<uint8_t>({2, 2}, {0, 0, 0, 0}), T_<float>({2, 2}, {1, 1, 1, 1})}, {}, 1, 13});
+  e = run_error({"DequantizeLinear", {T_<uint8_t>({2, 2}, {0, 0, 0, 0}), T_<float>({2, 2}, {1, 1, 1, 1})}, {}, 1, 13});
   EXPECT_NE(e.find("not blocked ones"), std::string::npos) << e;
 }
 
 TEST(QuantizationOps, BadOperandsFail) {
   // A float zero point would make y a float: otter quantizes to i8 / u8 only.
-  std::string e = error_of({"QuantizeLinear",
+  std::string e = run_error({"QuantizeLinear",
                             {T_<float>({2}, {1, 2}), Tensor::scalar<float>(1.0f), Tensor::scalar<float>(0.0f)},
                             {},
                             1,
                             13});
   EXPECT_NE(e.find("output type f32 is not supported (i8 or u8)"), std::string::npos) << e;
   // axis 2 of a 2-D x.
-  e = error_of({"DequantizeLinear",
+  e = run_error({"DequantizeLinear",
                 {T_<uint8_t>({2, 2}, {0, 0, 0, 0}), T_<float>({2}, {1, 1}), T_<uint8_t>({2}, {0, 0})},
                 {{"axis", Attribute(int64_t{2})}},
                 1,
                 13});
   EXPECT_NE(e.find("axis 2 is out of range for rank 2"), std::string::npos) << e;
   // A zero point of another type than its operand.
-  e = error_of({"MatMulInteger",
+  e = run_error({"MatMulInteger",
                 {T_<int8_t>({1, 2}, {1, 2}), T_<int8_t>({2, 1}, {1, 2}), Tensor::scalar<uint8_t>(0)},
                 {},
                 1,
@@ -169,7 +161,7 @@ TEST(QuantizationOps, BadOperandsFail) {
   EXPECT_NE(e.find("input 2 ('in2') is u8[]"), std::string::npos) << e;
   EXPECT_NE(e.find("(the types must match)"), std::string::npos) << e;
   // y's scale must be per tensor.
-  e = error_of({"QLinearMatMul",
+  e = run_error({"QLinearMatMul",
                 {T_<uint8_t>({1, 1}, {1}), Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0),
                  T_<uint8_t>({1, 2}, {1, 1}), Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0),
                  T_<float>({2}, {1, 1}), Tensor::scalar<uint8_t>(0)},
@@ -178,7 +170,7 @@ TEST(QuantizationOps, BadOperandsFail) {
                 13});
   EXPECT_NE(e.find("input 6 ('in6') is f32[2]; expected one element (per tensor)"), std::string::npos) << e;
   // QLinearConv's bias must be i32 with one element per output channel (here 1).
-  e = error_of({"QLinearConv",
+  e = run_error({"QLinearConv",
                 {T_<uint8_t>({1, 1, 1, 1}, {4}), Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0),
                  T_<uint8_t>({1, 1, 1, 1}, {3}), Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0),
                  Tensor::scalar<float>(1), Tensor::scalar<uint8_t>(0), T_<int32_t>({2}, {1, 1})},

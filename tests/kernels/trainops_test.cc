@@ -30,30 +30,6 @@ Tensor arange(Ints dims, F f) {
   return t;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an error";
-  return "";
-}
-
-// Shape inference of one node named "the_node" with graph inputs of the given dtypes and shapes.
-std::string infer_error(const std::string& op, const std::vector<std::pair<DataType, Ints>>& ins,
-                        const std::map<std::string, Attribute>& attrs = {}) {
-  Graph g;
-  g.opset_imports[""] = 17;
-  std::vector<Value*> vs;
-  for (size_t i = 0; i < ins.size(); ++i)
-    vs.push_back(g.add_input(str_cat("in", i), ins[i].first, Shape::of(ins[i].second)));
-  Node* n = g.add_node(op, vs, {"y"});
-  n->set_name("the_node");
-  for (const auto& [k, a] : attrs) n->set_attr(k, a);
-  return error_of([&] { infer_node(*n); });
-}
 
 #define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
 
