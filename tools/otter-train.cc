@@ -14,6 +14,7 @@
 #include "graph/export_check.h"
 #include "graph/onnx_io.h"
 #include "kernels/device.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/kernel.h"
 #include "passes/pass_manager.h"
@@ -315,7 +316,10 @@ int cmd_kernels(int argc, char** argv) {
   }
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-  if (fmt == "text") std::cout << "cpu loops: " << cpu::describe_isa() << "\n";
+  if (fmt == "text") {
+    std::cout << "cpu loops: " << cpu::describe_isa() << "\n";
+    std::cout << "cpu bf16 gemm: " << cpu::describe_bf16_gemm() << "\n";
+  }
   for (const auto& [op, dev, types] : rows) {
     if (fmt == "tsv") std::cout << op << '\t' << dev << '\t' << types << '\n';
     else {

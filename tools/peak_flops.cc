@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "tools/bench_dp.h"
 
 namespace otter {
@@ -63,13 +64,25 @@ PeakFlops measure_bf16_peak(int64_t n, int repeats) {
     p.unavailable = "the CPU has no avx512_bf16";
     return p;
   }
-  auto fn = reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
-  if (!fn) {
-    p.unavailable = "the loaded OpenBLAS does not export cblas_sbgemm";
-    return p;
-  }
   std::vector<uint16_t> a(static_cast<size_t>(n * n), 0x3f00), b(a.size(), 0x3e80);  // 0.5, 0.25
   std::vector<float> c(a.size(), 0.0f);
+  auto fn = reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm"));
+  if (!fn) {
+    // Debian's OpenBLAS has none: otter's own bf16 GEMM, the one bf16 MatMul and Gemm run.
+    if (!cpu::bf16_gemm_native()) {
+      p.unavailable = "the loaded OpenBLAS does not export cblas_sbgemm, and otter's bf16 GEMM is " +
+                      cpu::describe_bf16_gemm();
+      return p;
+    }
+    p.flops = best_rate(n, repeats, [&] {
+      cpu::gemm_bf16(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    });
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "otter gemm_bf16 (VDPBF16PS) %lld^3, best of %d", static_cast<long long>(n),
+                  std::max(1, repeats));
+    p.how = buf;
+    return p;
+  }
   const auto m = static_cast<blasint>(n);
   p.flops = best_rate(n, repeats, [&] {
     fn(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, a.data(), m, b.data(), m, 0.0f, c.data(), m);
@@ -78,8 +91,9 @@ PeakFlops measure_bf16_peak(int64_t n, int repeats) {
   return p;
 }
 
-// The peak the step rate is compared with: OpenBLAS's bf16 GEMM for --precision bf16 where the CPU
-// and OpenBLAS have one, else its sgemm (fp16 and bf16 steps widen their GEMMs to fp32 without it).
+// The peak the step rate is compared with: for --precision bf16 a bf16 GEMM where the CPU has bf16
+// dot products (OpenBLAS's sbgemm, else otter's own), else sgemm (fp16 steps widen their GEMMs to
+// fp32, as bf16 ones do without the dot products).
 PeakFlops measure_peak(const std::string& device, const std::string& precision, int64_t n) {
   PeakFlops p;
   OTTER_CHECK(n >= 0, "otter-bench: --peak-size must be >= 0");

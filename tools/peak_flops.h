@@ -1,7 +1,7 @@
 // The machine's measured GEMM peak for otter-bench's "fraction of the limit": the best rate of a
 // large square OpenBLAS sgemm at the current OpenBLAS thread count, and of a bf16 GEMM with fp32
-// accumulation (OpenBLAS cblas_sbgemm) where the CPU has bf16 dot products and the loaded OpenBLAS
-// exports that function. A peak that cannot be measured says why in `unavailable`.
+// accumulation (OpenBLAS cblas_sbgemm, else otter's own kernels/cpu/gemm_bf16.h) where the CPU has
+// bf16 dot products. A peak that cannot be measured says why in `unavailable`.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,8 @@ struct PeakFlops {
 
 // fp32: cblas_sgemm of n x n by n x n, one untimed run, then the best of `repeats`.
 PeakFlops measure_sgemm_peak(int64_t n, int repeats);
-// bf16 inputs, fp32 accumulation and output: cblas_sbgemm looked up at run time (Debian's
-// OpenBLAS 0.3.21 does not export it), only on a CPU with avx512_bf16.
+// bf16 inputs, fp32 accumulation and output: cblas_sbgemm looked up at run time, else (Debian's
+// OpenBLAS 0.3.21 does not export it) otter's gemm_bf16; only on a CPU with avx512_bf16.
 PeakFlops measure_bf16_peak(int64_t n, int repeats);
 // otter-bench's peak for a run: the bf16 GEMM's for precision bf16 where there is one, else sgemm's
 // (n = 0, or a device other than cpu: unavailable, saying why).

@@ -10,6 +10,7 @@
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/isa.h"
 
 namespace otter {
@@ -249,6 +250,16 @@ Tensor& cast_into(const Tensor& src, Tensor& dst) {
     return dst;
   }
   if (is_wide_integer(src.dtype()) || is_wide_integer(dst.dtype())) return cast_wide(src, dst);
+  // float32 <-> float16/bfloat16, the casts of mixed precision: the ISA-dispatched (and F16C)
+  // conversions of kernels/cpu/half.cc, which round as cast_value does (to nearest even).
+  if (src.dtype() == DataType::kFloat32 && is_half(dst.dtype())) {
+    cpu::round_into(src, dst);
+    return dst;
+  }
+  if (is_half(src.dtype()) && dst.dtype() == DataType::kFloat32) {
+    cpu::widen_into(src, dst);
+    return dst;
+  }
   cpu::visit_all(src.dtype(), [&](auto st) {
     using S = typename decltype(st)::type;
     cpu::visit_all(dst.dtype(), [&](auto dt) {

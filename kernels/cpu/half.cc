@@ -65,6 +65,13 @@ bool use_f16c() { return have_f16c() && active_isa() != Isa::kBaseline; }
 
 Tensor widen_to_float(const Tensor& t) {
   Tensor out(DataType::kFloat32, t.dims());
+  widen_into(t, out);
+  return out;
+}
+
+void widen_into(const Tensor& t, Tensor& out) {
+  OTTER_CHECK(out.dtype() == DataType::kFloat32 && t.dims() == out.dims(), "widen_into: ", t.describe(), " into ",
+              out.describe());
   float* y = out.data<float>();
   OTTER_DISPATCH_HALF(t.dtype(), S, [&] {
     const S* x = static_cast<const S*>(t.raw());
@@ -78,7 +85,6 @@ Tensor widen_to_float(const Tensor& t) {
       });
     });
   });
-  return out;
 }
 
 void round_into(const Tensor& src, Tensor& dst) {
@@ -157,11 +163,14 @@ bool covers(const KernelDef& d, DataType t) {
 void register_cpu_half_kernels(KernelRegistry& r) {
   std::vector<KernelDef> halves;
   for (const KernelDef& d : r.all()) {
-    if (d.device != DeviceType::kCpu || !covers(d, DataType::kFloat32) || covers(d, DataType::kFloat16) ||
-        covers(d, DataType::kBFloat16))
-      continue;
+    if (d.device != DeviceType::kCpu || !covers(d, DataType::kFloat32)) continue;
+    // The half types the kernel does not compute itself (MatMul and Gemm have their own bf16).
+    std::vector<DataType> missing;
+    for (DataType t : {DataType::kFloat16, DataType::kBFloat16})
+      if (!covers(d, t)) missing.push_back(t);
+    if (missing.empty() || (missing.size() == 1 && covers(d, DataType::kFloat16))) continue;
     KernelDef h = d;
-    h.dtypes = {DataType::kFloat16, DataType::kBFloat16};
+    h.dtypes = missing;
     h.create = [inner = d.create](const Node& n) -> std::unique_ptr<Kernel> {
       return std::make_unique<HalfViaFloatKernel>(inner(n));
     };

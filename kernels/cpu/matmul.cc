@@ -1,4 +1,7 @@
-// CPU kernels for MatMul (numpy semantics, batched, broadcasting) and Gemm, both over BLAS.
+// CPU kernels for MatMul (numpy semantics, batched, broadcasting) and Gemm, both over BLAS for
+// float32 and float64. bfloat16 operands multiply on the CPU's bf16 dot products where it has them
+// (kernels/cpu/gemm_bf16.h) into a float32 result that is rounded once; float16 ones are widened
+// (kernels/cpu/half.cc).
 #include <algorithm>
 #include <vector>
 
@@ -6,6 +9,8 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/half.h"
 
 namespace otter {
 namespace {
@@ -20,10 +25,39 @@ class MatMulKernel : public Kernel {
 
   void run(KernelContext& ctx) override {
     const params::MatMulShape s = params::resolve_matmul(ctx);
+    if (ctx.input(0).dtype() == DataType::kBFloat16) return compute_bf16(ctx, ctx.input(0), ctx.input(1), s);
     OTTER_DISPATCH_FLOAT(ctx.input(0).dtype(), T, [&] { compute<T>(ctx, ctx.input(0), ctx.input(1), s); });
   }
 
  private:
+  // bf16 x bf16 -> float32 sums, rounded once into the bf16 output.
+  void compute_bf16(KernelContext& ctx, const Tensor& a, const Tensor& b, const params::MatMulShape& s) {
+    if (b.dtype() != DataType::kBFloat16) ctx.error(str_cat("B has type ", b.describe(), ", A ", a.describe()));
+    const int64_t m = s.m, k = s.k, n = s.n, nbatch = s.nbatch;
+    Tensor& y = ctx.allocate_output(0, DataType::kBFloat16, s.out_dims);
+    if (nbatch == 0 || m == 0 || n == 0) return;
+    Tensor acc(DataType::kFloat32, s.out_dims);
+    const auto* pa = static_cast<const uint16_t*>(a.raw());
+    const auto* pb = static_cast<const uint16_t*>(b.raw());
+    float* pc = acc.data<float>();
+    if (num_elements(s.bbatch) == 1) {
+      cpu::gemm_bf16(false, false, nbatch * m, n, k, 1.f, pa, k, pb, n, 0.f, pc, n);
+    } else {
+      a_off_ = s.a_offsets();
+      b_off_ = s.b_offsets();
+      const int64_t mn = m * n;
+      if (cpu::gemm_is_small(m, n, k) && nbatch > 1) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < nbatch; ++t)
+          cpu::gemm_bf16(false, false, m, n, k, 1.f, pa + a_off_[t], k, pb + b_off_[t], n, 0.f, pc + t * mn, n);
+      } else {
+        for (int64_t t = 0; t < nbatch; ++t)
+          cpu::gemm_bf16(false, false, m, n, k, 1.f, pa + a_off_[t], k, pb + b_off_[t], n, 0.f, pc + t * mn, n);
+      }
+    }
+    cpu::round_into(acc, y);
+  }
+
   template <typename T>
   void compute(KernelContext& ctx, const Tensor& a, const Tensor& b, const params::MatMulShape& s) {
     const int64_t m = s.m, k = s.k, n = s.n, nbatch = s.nbatch;
@@ -63,10 +97,38 @@ class GemmKernel : public Kernel {
 
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
+    if (a.dtype() == DataType::kBFloat16) return compute_bf16(ctx);
     OTTER_DISPATCH_FLOAT(a.dtype(), T, [&] { compute<T>(ctx); });
   }
 
  private:
+  void compute_bf16(KernelContext& ctx) {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (b.dtype() != a.dtype()) ctx.error(str_cat("B has type ", b.describe(), ", A ", a.describe()));
+    const params::GemmDims dims = params::gemm_dims(ctx, a, b, at_.trans_a, at_.trans_b);
+    const int64_t m = dims.m, n = dims.n, k = dims.k;
+    Tensor& y = ctx.allocate_output(0, DataType::kBFloat16, {m, n});
+    if (m == 0 || n == 0) return;
+    Tensor acc(DataType::kFloat32, {m, n});
+    float* py = acc.data<float>();
+    float gemm_beta = 0.f;
+    if (ctx.has_input(2) && at_.beta != 0.f) {
+      const Tensor& c = ctx.input(2);
+      const auto [cm, cn] = params::check_gemm_c(ctx, c, a, m, n);
+      const Tensor wc = cpu::widen_to_float(c);
+      const float* pc = wc.data<float>();
+      const int64_t rs = cm == 1 ? 0 : cn, cs = cn == 1 ? 0 : 1;
+#pragma omp parallel for schedule(static) if (m * n > 65536)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) py[i * n + j] = at_.beta * pc[i * rs + j * cs];
+      gemm_beta = 1.f;
+    }
+    cpu::gemm_bf16(at_.trans_a, at_.trans_b, m, n, k, at_.alpha, static_cast<const uint16_t*>(a.raw()),
+                   at_.trans_a ? m : k, static_cast<const uint16_t*>(b.raw()), at_.trans_b ? k : n, gemm_beta, py, n);
+    cpu::round_into(acc, y);
+  }
+
   template <typename T>
   void compute(KernelContext& ctx) {
     const Tensor& a = ctx.input(0);
@@ -98,7 +160,8 @@ class GemmKernel : public Kernel {
 }  // namespace
 
 void register_cpu_matmul_kernels(KernelRegistry& r) {
-  const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64};
+  // float16 comes through kernels/cpu/half.cc's widening wrapper.
+  const std::vector<DataType> kFloats = {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16};
   r.add({.op_type = "MatMul", .dtypes = kFloats, .create = node_kernel<MatMulKernel>()});
   r.add({.op_type = "Gemm", .dtypes = kFloats, .create = node_kernel<GemmKernel>()});
 }

@@ -248,16 +248,30 @@ void update_elements(int64_t count, Tensor half, F&& update) {
   });
 }
 
-// An optimizer update of `count` float32 weights from the gradient g: when g is fp32 and there is
-// no half copy, `range(b, e, gp)` over contiguous ranges (gp: g's data), in parallel and as the
-// active ISA variant; else `element(i, gi)` (updates element i from its gradient gi read as float
-// and returns the new weight) through update_elements.
+// An optimizer update of `count` float32 weights p from the gradient g: when g is fp32,
+// `range(b, e, gp)` over contiguous ranges (gp: g's data), in parallel and as the active ISA
+// variant, each range then rounded into the half copy where there is one; else `element(i, gi)`
+// (updates element i from its gradient gi read as float and returns the new weight) through
+// update_elements.
 template <typename Range, typename Element>
-void run_update(int64_t count, const Tensor& g, const Tensor& half, Range&& range, Element&& element) {
+void run_update(int64_t count, const Tensor& g, const Tensor& half, const float* p, Range&& range, Element&& element) {
   const bool g32 = g.dtype() == DataType::kFloat32;
   const float* gp = g32 ? g.data<float>() : nullptr;
   if (g32 && !half.defined()) {  // the common fp32 case: contiguous arrays, vectorised
     cpu::parallel_ranges(count, [&](int64_t b, int64_t e) { cpu::isa_dispatch([&] { range(b, e, gp); }); });
+    return;
+  }
+  if (g32) {  // mixed precision (fp32 accumulators): the same vectorised range, then its half copy
+    Tensor ht = half;  // shares the half copy's storage
+    OTTER_DISPATCH_HALF(ht.dtype(), S, [&] {
+      S* h = static_cast<S*>(ht.raw());
+      cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
+        cpu::isa_dispatch([&] {
+          range(b, e, gp);
+          for (int64_t i = b; i < e; ++i) h[i] = cpu::store<S>(p[i]);
+        });
+      });
+    });
     return;
   }
   update_elements(count, half, [&](int64_t i) { return element(i, g32 ? gp[i] : read_as<float>(g, i)); });
@@ -292,7 +306,7 @@ void sgd_kernel(KernelContext& ctx) {
   Tensor mt = has_mom ? ctx.input(2) : Tensor();
   float* mp = has_mom ? mt.data<float>() : nullptr;
   run_update(
-      p.numel(), g, half,
+      p.numel(), g, half, pp,
       [&](int64_t b, int64_t e, const float* gp) {
         if (!mp) sgd_range<false, false>(pp + b, gp + b, nullptr, e - b, gs, sp);
         else if (sp.nesterov) sgd_range<true, true>(pp + b, gp + b, mp + b, e - b, gs, sp);
@@ -343,7 +357,7 @@ void adam_kernel(KernelContext& ctx) {
   float* mp = mt.data<float>();
   float* vp = vt.data<float>();
   run_update(
-      p.numel(), g, half,
+      p.numel(), g, half, pp,
       [&](int64_t b, int64_t e, const float* gp) {
         if (ap.weight_decay == 0.f) adam_range<0>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);
         else if (ap.decoupled) adam_range<2>(pp + b, gp + b, mp + b, vp + b, e - b, gs, ap);

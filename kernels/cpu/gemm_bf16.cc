@@ -1,0 +1,291 @@
+// bfloat16 GEMM (gemm_bf16.h). The native path is a GotoBLAS-style blocked GEMM around one
+// register-blocked micro-kernel:
+//
+//   for each column panel jc of NC columns of C
+//     for each depth block pc of KC (k pairs of op(A) and op(B) interleaved, see below)
+//       pack op(B)[pc, jc] into strips of NR = 32 columns          (shared by the threads)
+//       for each (row block ic of MC rows, group of strips) in parallel
+//         pack op(A)[ic, pc] into strips of MR = 12 rows         (per thread, stays in L2)
+//         for each B strip (16 KiB at KC = 256, stays in L1), for each A strip:
+//           C[12 x 32] (+)= alpha * sum over the block's k pairs   (24 zmm accumulators)
+//
+// VDPBF16PS multiplies 16 pairs of bf16 from each operand and adds both products into 16 float32
+// lanes, so the packed operands hold each k pair next to each other: a 32-bit word is
+// (op(X)[., 2p] | op(X)[., 2p+1] << 16). An A strip is [k pairs][12 rows] of such words (each one
+// broadcast to all lanes), a B strip [k pairs][32 columns] (two zmm loads). An odd k pads the last
+// pair with a zero; rows and columns past the edge are packed as zeros and not stored.
+#include "kernels/cpu/gemm_bf16.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define OTTER_HAVE_BF16_KERNEL 1
+#else
+#define OTTER_HAVE_BF16_KERNEL 0
+#endif
+
+#include "graph/error.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa.h"
+
+namespace otter::cpu {
+
+namespace {
+
+using u16 = uint16_t;
+using u32 = uint32_t;
+
+constexpr int kMR = 12;       // rows of a micro-tile
+constexpr int kNR = 32;       // columns of a micro-tile: two zmm
+constexpr int64_t kKC = 256;  // depth of a block (128 k pairs)
+constexpr int64_t kMC = 96;   // rows of a packed A block (8 strips)
+constexpr int64_t kNC = 2048; // columns of a packed B panel
+
+inline float bf16_bits_to_float(u16 x) {
+  const u32 bits = static_cast<u32>(x) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+bool cpu_has_avx512_bf16() {
+#if OTTER_HAVE_BF16_KERNEL
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // CPUID.(EAX=7, ECX=1):EAX bit 5 is AVX512_BF16; best_isa() has checked AVX-512 and its OS state.
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+    return (a & (1u << 5)) != 0 && best_isa() == Isa::kAvx512;
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool widen_from_environment() {
+  const char* env = std::getenv("OTTER_BF16_GEMM");
+  if (!env || !*env || std::string(env) == "auto") return false;
+  if (std::string(env) == "widen") return true;
+  fail("OTTER_BF16_GEMM: unknown value '", env, "' (auto or widen)");
+}
+
+// -1: not read yet; 0: auto; 1: widen.
+std::atomic<int> g_widen{-1};
+
+bool widen_forced() {
+  int v = g_widen.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = widen_from_environment() ? 1 : 0;
+    g_widen.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+#if OTTER_HAVE_BF16_KERNEL
+#define OTTER_TARGET_BF16 "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
+
+// op(A)[i0 + r, p0 + kk] for the rows of one block, packed strip by strip: strip s holds rows
+// [s*MR, s*MR + MR) as [kp][MR] words; rows past `rows` are zero.
+__attribute__((target(OTTER_TARGET_BF16))) void pack_a(const u16* a, int64_t lda, bool ta, int64_t i0, int64_t rows,
+                                                        int64_t p0, int64_t kc, u32* out) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t s = 0; s < rows; s += kMR) {
+    u32* o = out + (s / kMR) * kp * kMR;
+    const int64_t rn = std::min<int64_t>(kMR, rows - s);
+    if (!ta) {
+      for (int64_t r = 0; r < rn; ++r) {
+        const u16* row = a + (i0 + s + r) * lda + p0;
+        for (int64_t p = 0; p < kc / 2; ++p) {
+          u32 w;
+          std::memcpy(&w, row + 2 * p, sizeof w);
+          o[p * kMR + r] = w;
+        }
+        if (kc % 2) o[(kp - 1) * kMR + r] = row[kc - 1];
+      }
+    } else {
+      // op(A)[i, kk] = a[kk * lda + i]: two rows of a give one pair of words per row of the strip.
+      for (int64_t p = 0; p < kp; ++p) {
+        const u16* r0 = a + (p0 + 2 * p) * lda + i0 + s;
+        const u16* r1 = 2 * p + 1 < kc ? r0 + lda : nullptr;
+        for (int64_t r = 0; r < rn; ++r) o[p * kMR + r] = r0[r] | (r1 ? static_cast<u32>(r1[r]) << 16 : 0u);
+      }
+    }
+    for (int64_t p = 0; p < kp; ++p)
+      for (int64_t r = rn; r < kMR; ++r) o[p * kMR + r] = 0;
+  }
+}
+
+// op(B)[p0 + kk, j0 + c] for one strip of NR columns (cols <= NR valid) as [kp][NR] words.
+__attribute__((target(OTTER_TARGET_BF16))) void pack_b_strip(const u16* b, int64_t ldb, bool tb, int64_t p0,
+                                                              int64_t kc, int64_t j0, int64_t cols, u32* o) {
+  const int64_t kp = (kc + 1) / 2;
+  if (!tb) {
+    if (cols == kNR) {
+      // Interleave two rows of 32 bf16: words (r0[c] | r1[c] << 16), c = 0..15 and 16..31.
+      alignas(64) static const uint16_t lo_idx[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                                      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+      alignas(64) static const uint16_t hi_idx[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                                      24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+      const __m512i ilo = _mm512_load_si512(lo_idx), ihi = _mm512_load_si512(hi_idx);
+      for (int64_t p = 0; p < kp; ++p) {
+        const u16* r0 = b + (p0 + 2 * p) * ldb + j0;
+        const __m512i x0 = _mm512_loadu_si512(r0);
+        const __m512i x1 = 2 * p + 1 < kc ? _mm512_loadu_si512(r0 + ldb) : _mm512_setzero_si512();
+        _mm512_storeu_si512(o + p * kNR, _mm512_permutex2var_epi16(x0, ilo, x1));
+        _mm512_storeu_si512(o + p * kNR + 16, _mm512_permutex2var_epi16(x0, ihi, x1));
+      }
+      return;
+    }
+    for (int64_t p = 0; p < kp; ++p) {
+      const u16* r0 = b + (p0 + 2 * p) * ldb + j0;
+      const u16* r1 = 2 * p + 1 < kc ? r0 + ldb : nullptr;
+      for (int64_t c = 0; c < kNR; ++c)
+        o[p * kNR + c] = c < cols ? (r0[c] | (r1 ? static_cast<u32>(r1[c]) << 16 : 0u)) : 0u;
+    }
+  } else {
+    // op(B)[kk, j] = b[j * ldb + kk]: a column's k pairs are consecutive words of its row of b.
+    for (int64_t c = 0; c < kNR; ++c) {
+      if (c >= cols) {
+        for (int64_t p = 0; p < kp; ++p) o[p * kNR + c] = 0;
+        continue;
+      }
+      const u16* col = b + (j0 + c) * ldb + p0;
+      for (int64_t p = 0; p < kc / 2; ++p) {
+        u32 w;
+        std::memcpy(&w, col + 2 * p, sizeof w);
+        o[p * kNR + c] = w;
+      }
+      if (kc % 2) o[(kp - 1) * kNR + c] = col[kc - 1];
+    }
+  }
+}
+
+// C[rows x cols] = alpha * A_strip B_strip + cbeta * C (cbeta == 0: C not read), rows <= MR, cols <= NR.
+__attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u32* ap, const u32* bp, float* c,
+                                                              int64_t ldc, int rows, int cols, float alpha,
+                                                              float cbeta) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kp; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + 16);
+    bp += kNR;
+#pragma GCC unroll 12
+    for (int r = 0; r < kMR; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+    }
+    ap += kMR;
+  }
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(cbeta);
+#pragma GCC unroll 12
+  for (int r = 0; r < kMR; ++r) {
+    if (r >= rows) break;
+    float* row = c + r * ldc;
+    __m512 x0 = _mm512_mul_ps(acc[r][0], va), x1 = _mm512_mul_ps(acc[r][1], va);
+    if (cbeta != 0.f) {
+      x0 = _mm512_add_ps(x0, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, row)));
+      x1 = _mm512_add_ps(x1, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16)));
+    }
+    _mm512_mask_storeu_ps(row, m0, x0);
+    _mm512_mask_storeu_ps(row + 16, m1, x1);
+  }
+}
+
+void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u16* a, int64_t lda,
+                      const u16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int threads = gemm_is_small(m, n, k) ? 1 : omp_get_max_threads();
+  const int64_t kp_max = (std::min(kKC, k) + 1) / 2;
+  std::vector<u32> bpack(static_cast<size_t>(kp_max * ((std::min(kNC, n) + kNR - 1) / kNR) * kNR));
+  for (int64_t jc = 0; jc < n; jc += kNC) {
+    const int64_t nc = std::min(kNC, n - jc), strips = (nc + kNR - 1) / kNR;
+    for (int64_t pc = 0; pc < k; pc += kKC) {
+      const int64_t kc = std::min(kKC, k - pc), kp = (kc + 1) / 2;
+      const float cbeta = pc == 0 ? beta : 1.f;
+      const int64_t mblocks = (m + kMC - 1) / kMC;
+      // Enough tasks for every thread: split the strips into groups when there are few row blocks.
+      const int64_t groups = std::clamp<int64_t>((2 * threads + mblocks - 1) / mblocks, 1, strips);
+      const int64_t per_group = (strips + groups - 1) / groups;
+#pragma omp parallel num_threads(threads)
+      {
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < strips; ++s)
+          pack_b_strip(b, ldb, tb, pc, kc, jc + s * kNR, std::min<int64_t>(kNR, nc - s * kNR), bpack.data() + s * kp * kNR);
+        std::vector<u32> apack(static_cast<size_t>(kMC * kp));
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t mb = 0; mb < mblocks; ++mb) {
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t i0 = mb * kMC, mc = std::min(kMC, m - i0);
+            pack_a(a, lda, ta, i0, mc, pc, kc, apack.data());
+            const int64_t s_end = std::min(strips, (g + 1) * per_group);
+            for (int64_t s = g * per_group; s < s_end; ++s) {
+              const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - s * kNR));
+              const u32* bs = bpack.data() + s * kp * kNR;
+              for (int64_t ir = 0; ir < mc; ir += kMR)
+                micro_kernel(kp, apack.data() + (ir / kMR) * kp * kMR, bs, c + (i0 + ir) * ldc + jc + s * kNR, ldc,
+                             static_cast<int>(std::min<int64_t>(kMR, mc - ir)), cols, alpha, cbeta);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+bool bf16_gemm_native() { return !widen_forced() && cpu_has_avx512_bf16() && active_isa() == Isa::kAvx512; }
+
+bool bf16_gemm_available() { return cpu_has_avx512_bf16(); }
+
+void set_bf16_gemm_widened(bool widen) { g_widen.store(widen ? 1 : 0, std::memory_order_relaxed); }
+
+std::string describe_bf16_gemm() {
+  if (bf16_gemm_native()) return "avx512_bf16 dot products (VDPBF16PS), fp32 accumulation";
+  std::string why = !cpu_has_avx512_bf16()             ? "this CPU has no avx512_bf16"
+                    : active_isa() != Isa::kAvx512 ? "the active ISA variant is not avx512"
+                                                       : "OTTER_BF16_GEMM=widen";
+  return "widened to fp32 for sgemm (" + why + ")";
+}
+
+void gemm_bf16_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u16* a, int64_t lda,
+                       const u16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  // The stored matrices: A is [m, k] (ta: [k, m]) with row stride lda, likewise B.
+  const int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  std::vector<float> wa(static_cast<size_t>(ar * ac)), wb(static_cast<size_t>(br * bc));
+#pragma omp parallel for schedule(static) if (ar * ac > 65536)
+  for (int64_t i = 0; i < ar; ++i)
+    for (int64_t j = 0; j < ac; ++j) wa[i * ac + j] = bf16_bits_to_float(a[i * lda + j]);
+#pragma omp parallel for schedule(static) if (br * bc > 65536)
+  for (int64_t i = 0; i < br; ++i)
+    for (int64_t j = 0; j < bc; ++j) wb[i * bc + j] = bf16_bits_to_float(b[i * ldb + j]);
+  gemm<float>(ta, tb, m, n, k, alpha, wa.data(), ac, wb.data(), bc, beta, c, ldc);
+}
+
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u16* a, int64_t lda,
+               const u16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.f || !bf16_gemm_native()) {
+    gemm_bf16_widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#if OTTER_HAVE_BF16_KERNEL
+  gemm_bf16_native(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#endif
+}
+
+}  // namespace otter::cpu

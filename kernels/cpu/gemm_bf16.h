@@ -1,0 +1,35 @@
+// bfloat16 GEMM with float32 accumulation on the CPU's bf16 dot-product units (AVX512_BF16's
+// VDPBF16PS), or, where the CPU lacks them, by widening the operands to float32 for OpenBLAS's sgemm.
+// Both compute the same contract as a GPU's bf16 GEMM with a 32F compute type: the bf16 products
+// are exact in float32, sums accumulate in float32, and the float32 result is rounded once by the
+// caller. They differ only in summation order (and VDPBF16PS treats bf16 subnormals, below 1.2e-38,
+// as zero). docs/performance.md, "bf16 on bf16 units", has the blocking and the measurements.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace otter::cpu {
+
+// Whether gemm_bf16 runs on the bf16 dot products: the CPU has AVX512_BF16, the active ISA variant
+// (isa.h) is avx512, and OTTER_BF16_GEMM is not "widen" (which forces the widening path).
+bool bf16_gemm_native();
+// Whether this CPU has the bf16 dot products at all (whatever OTTER_ISA and OTTER_BF16_GEMM say).
+bool bf16_gemm_available();
+// Forces (true) or stops forcing (false) the widening path, overriding OTTER_BF16_GEMM (for tests
+// that compare the two paths, or that need the widening path's exact summation order).
+void set_bf16_gemm_widened(bool widen);
+// "avx512_bf16 dot products (VDPBF16PS)" or why the widening path runs, for otter-train kernels.
+std::string describe_bf16_gemm();
+
+// C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C: A and B bfloat16 (their bits), C float32, all
+// row-major with leading dimensions as in gemm() (gemm.h). With beta == 0, C's old contents are not
+// read. Runs on the bf16 units where bf16_gemm_native(), else as gemm_bf16_widened.
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The same product by widening op(A) and op(B) to float32 and calling sgemm.
+void gemm_bf16_widened(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
+                       int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+}  // namespace otter::cpu

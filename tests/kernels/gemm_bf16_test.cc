@@ -1,0 +1,123 @@
+// The bf16 GEMM (kernels/cpu/gemm_bf16.h) against a float64 GEMM of the same bf16 values: both the
+// native path (AVX512_BF16 dot products; skipped with the reason on a CPU without them) and the
+// widening path. The products of bf16 values are exact, so the only error is float32 summation:
+// per element at most about k * 2^-24 * sum_k |a||b| (plus alpha/beta roundings); the tests allow
+// 2x that bound and check it is not vacuous (the float32 result is not the float64 one bitwise).
+// The shapes cross every edge of the blocking: rows and columns not multiples of the 12 x 32
+// micro-tile, odd k, k beyond one 256-deep block, n beyond one 2048-column panel, all four
+// transposition cases, beta 0 / 1 / other, strided leading dimensions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "kernels/common/half.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/isa.h"
+
+namespace otter {
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  float alpha, beta;
+  int64_t pad = 0;  // extra elements per stored row (leading dimension > the dense one)
+};
+
+std::vector<uint16_t> random_bf16(int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<uint16_t> v(static_cast<size_t>(count));
+  for (auto& x : v) x = float_to_bf16(d(rng));
+  return v;
+}
+
+double f64(uint16_t x) { return static_cast<double>(bf16_to_float(x)); }
+
+// Runs one case through `gemm` and checks every element against float64.
+template <typename Gemm>
+void check_case(const Case& t, Gemm gemm, const char* path) {
+  const int64_t ar = t.ta ? t.k : t.m, ac = (t.ta ? t.m : t.k) + t.pad;
+  const int64_t br = t.tb ? t.n : t.k, bc = (t.tb ? t.k : t.n) + t.pad;
+  const int64_t ldc = t.n + t.pad;
+  const std::vector<uint16_t> a = random_bf16(ar * ac, 11 + t.m), b = random_bf16(br * bc, 23 + t.n);
+  std::vector<float> c(static_cast<size_t>(t.m * ldc));
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& x : c) x = d(rng);
+  const std::vector<float> c0 = c;
+  gemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), ac, b.data(), bc, t.beta, c.data(), ldc);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t j = 0; j < t.n; ++j) {
+      double sum = 0, mag = 0;
+      for (int64_t p = 0; p < t.k; ++p) {
+        const double x = f64(t.ta ? a[p * ac + i] : a[i * ac + p]), y = f64(t.tb ? b[j * bc + p] : b[p * bc + j]);
+        sum += x * y;
+        mag += std::fabs(x * y);
+      }
+      const double cold = c0[i * ldc + j];
+      const double want = t.alpha * sum + (t.beta == 0.f ? 0.0 : t.beta * cold);
+      const double bound = 2.0 * ((t.k + 2) * std::ldexp(1.0, -24) * (std::fabs(t.alpha) * mag + std::fabs(t.beta * cold)) +
+                                  std::ldexp(1.0, -24) * std::fabs(want));
+      const float got = c[i * ldc + j];
+      ASSERT_LE(std::fabs(got - want), bound) << path << " m=" << t.m << " n=" << t.n << " k=" << t.k << " ta=" << t.ta
+                                              << " tb=" << t.tb << " at (" << i << ", " << j << ")";
+      differ += static_cast<double>(got) != want;
+    }
+    // Padding columns of C are never written.
+    for (int64_t j = t.n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], c0[i * ldc + j]) << path << ": wrote past n";
+  }
+  if (t.k > 8) EXPECT_GT(differ, 0) << path << ": float32 sums equal float64 everywhere; the bound checks nothing";
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      v.push_back({1, 1, 1, ta, tb, 1.f, 0.f});
+      v.push_back({12, 32, 2, ta, tb, 1.f, 0.f});
+      v.push_back({13, 33, 7, ta, tb, 1.f, 0.f});
+      v.push_back({37, 70, 301, ta, tb, 0.5f, 1.f, 3});
+      v.push_back({100, 65, 513, ta, tb, 1.f, 0.25f});
+    }
+  v.push_back({200, 2100, 64, false, false, 1.f, 0.f});  // two column panels
+  v.push_back({257, 96, 1024, false, true, 1.f, 1.f});  // four depth blocks
+  v.push_back({5, 3, 0, false, false, 1.f, 0.5f});      // k = 0: C = beta * C
+  return v;
+}
+
+TEST(GemmBf16, WideningPathMatchesFloat64) {
+  cpu::set_bf16_gemm_widened(true);
+  for (const Case& t : cases()) check_case(t, cpu::gemm_bf16, "widened");
+  cpu::set_bf16_gemm_widened(false);
+}
+
+TEST(GemmBf16, NativePathMatchesFloat64) {
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
+  const cpu::Isa saved = cpu::active_isa();
+  cpu::set_active_isa(cpu::Isa::kAvx512);
+  cpu::set_bf16_gemm_widened(false);
+  ASSERT_TRUE(cpu::bf16_gemm_native()) << cpu::describe_bf16_gemm();
+  for (const Case& t : cases()) check_case(t, cpu::gemm_bf16, "native");
+  cpu::set_active_isa(saved);
+}
+
+TEST(GemmBf16, NarrowerIsaOrWidenFlagTurnsNativeOff) {
+  const cpu::Isa saved = cpu::active_isa();
+  cpu::set_bf16_gemm_widened(true);
+  EXPECT_FALSE(cpu::bf16_gemm_native());
+  EXPECT_NE(cpu::describe_bf16_gemm().find("widened"), std::string::npos);
+  cpu::set_bf16_gemm_widened(false);
+  if (cpu::best_isa() >= cpu::Isa::kAvx2) {
+    cpu::set_active_isa(cpu::Isa::kAvx2);
+    EXPECT_FALSE(cpu::bf16_gemm_native()) << "the avx2 variant must not use AVX-512 bf16 instructions";
+  }
+  cpu::set_active_isa(saved);
+}
+
+}  // namespace
+}  // namespace otter
