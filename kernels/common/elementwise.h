@@ -25,9 +25,68 @@ OTTER_MATH_SHIM(log, logf, log)
 OTTER_MATH_SHIM(log1p, log1pf, log1p)
 OTTER_MATH_SHIM(sqrt, sqrtf, sqrt)
 OTTER_MATH_SHIM(tanh, tanhf, tanh)
-OTTER_MATH_SHIM(erf, erff, erf)
 OTTER_MATH_SHIM(abs, fabsf, fabs)
 #undef OTTER_MATH_SHIM
+
+// float erf as polynomials of otter's own (fitted to float64 erf by least squares,
+// models/fit_erf.py), with no branch and no library call, so a CPU loop of it vectorises (libm's
+// erff does not) and the GPU computes the same values. Within 1.5 ulp of the exact erf
+// (tests/kernels/math_test.cc checks a sample of every float): |x| < 0.875: x + x P(x^2);
+// |x| < 3.92: 1 - erfc(|x|) with erfc a degree-10 polynomial around 1.5375 (|x| < 2.2) or 3.06;
+// beyond, 1 (erf(3.92) rounds to 1 in float); the sign of x; NaN stays NaN.
+OTTER_HD float erf(float x) {
+  const float ax = ::fabsf(x), t = ax * ax;
+  float pa = 8.800168143e-05f;
+  pa = pa * t - 8.238220471e-04f;
+  pa = pa * t + 5.208946764e-03f;
+  pa = pa * t - 2.686240152e-02f;
+  pa = pa * t + 1.128374636e-01f;
+  pa = pa * t - 3.761263788e-01f;
+  pa = pa * t + 1.283791661e-01f;
+  const float small = ax + ax * pa;
+  const bool near = ax < 2.2f;  // the two erfc polynomials, chosen per element
+  const float u = ax - (near ? 1.5375f : 3.06f);
+  float pb = near ? 9.656073962e-05f : -1.463499302e-05f;
+  pb = pb * u + (near ? -1.415657345e-03f : -4.487010301e-06f);
+  pb = pb * u + (near ? 1.835831208e-03f : 1.291452645e-04f);
+  pb = pb * u + (near ? 5.267412402e-03f : -3.397990658e-04f);
+  pb = pb * u + (near ? -1.800451055e-02f : 5.858732038e-04f);
+  pb = pb * u + (near ? 1.068221685e-02f : -7.751994999e-04f);
+  pb = pb * u + (near ? 4.698853940e-02f : 7.766834460e-04f);
+  pb = pb * u + (near ? -1.318744570e-01f : -5.724640214e-04f);
+  pb = pb * u + (near ? 1.631693840e-01f : 2.962082799e-04f);
+  pb = pb * u + (near ? -1.061264202e-01f : -9.678942297e-05f);
+  pb = pb * u + (near ? 2.967860922e-02f : 1.508170408e-05f);
+  float r = ax < 0.875f ? small : ax < 3.92f ? 1.0f - pb : 1.0f;
+  r = ax == ax ? r : ax;
+  return ::copysignf(r, x);
+}
+OTTER_HD double erf(double x) { return ::erf(x); }
+
+// e^z for float z <= 0 (the Gaussian factors of Erf's and Gelu's derivatives) without a library
+// call, so it vectorises: z = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts), e^r a degree-7
+// Taylor polynomial, and 2^n put into the exponent bits. Within 1.5 ulp of exp for z >= -87 (the
+// normal range; tests/kernels/math_test.cc); below it 0 (exp is subnormal there), NaN stays NaN.
+OTTER_HD float exp_nonpositive(float z) {
+  const float zc = z < -87.0f ? -87.0f : z;
+  // n = round(zc / ln2) by the 1.5 * 2^23 trick (exact: |zc / ln2| < 2^22).
+  const float shifter = 12582912.0f, big = zc * 1.44269504088896341f + shifter;
+  const float nf = big - shifter;
+  const float r = (zc - nf * 0.693145751953125f) - nf * 1.42860682030941723e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t n = static_cast<int32_t>(float_bits(big) - float_bits(shifter));  // nf as an integer
+  const float scale = bits_float(static_cast<uint32_t>(n + 127) << 23);
+  const float e = p * scale;
+  return z < -87.0f ? 0.0f : z == z ? e : z;
+}
+OTTER_HD double exp_nonpositive(double z) { return ::exp(z); }
 OTTER_HD float pow(float x, float y) { return ::powf(x, y); }
 OTTER_HD double pow(double x, double y) { return ::pow(x, y); }
 OTTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }

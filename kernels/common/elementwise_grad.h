@@ -30,7 +30,7 @@ struct TanhGradOp {
 struct ErfGradOp {
   template <typename T>
   OTTER_HD T operator()(T dy, T x) const {
-    return dy * static_cast<T>(1.1283791670955126) * math::exp(-x * x);
+    return dy * static_cast<T>(1.1283791670955126) * math::exp_nonpositive(-x * x);
   }
 };
 // Gelu'(x): exact Phi(x) + x phi(x); tanh form 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2) with
@@ -47,7 +47,7 @@ struct GeluGradOp {
       return dy * d;
     }
     const T cdf = static_cast<T>(0.5) * (T(1) + math::erf(x * static_cast<T>(0.7071067811865476)));
-    const T pdf = static_cast<T>(0.3989422804014327) * math::exp(static_cast<T>(-0.5) * x * x);
+    const T pdf = static_cast<T>(0.3989422804014327) * math::exp_nonpositive(static_cast<T>(-0.5) * x * x);
     return dy * (cdf + x * pdf);
   }
 };

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
+#include "kernels/common/elementwise.h"
 #include "kernels/common/half.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/executor.h"
@@ -176,6 +178,53 @@ TEST(MathKernels, HalfTypesRoundTheFloatResult) {
       }
     }
   }
+}
+
+// ---- otter's float erf and exp (kernels/common/elementwise.h) against float64's -----------------
+
+// Distance of the float `got` from the exact value `want`, in units of the float spacing at want.
+double ulps(float got, double want) {
+  const double spacing = std::nextafter(static_cast<float>(std::fabs(want)), INFINITY) - std::fabs(static_cast<float>(want));
+  return std::fabs(static_cast<double>(got) - want) / spacing;
+}
+
+TEST(MathKernels, ErfPolynomialWithinOneAndAHalfUlp) {
+  // Every 61st float bit pattern of each sign up to |x| = 5: about 35 million values, each region
+  // of the polynomials and both edges between them covered densely.
+  double worst = 0, worst_at = 0;
+  const uint32_t end = float_bits(5.0f);
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t b = 0; b <= end; b += 61) {
+      const float x = bits_float(b | sign);
+      const double u = ulps(math::erf(x), std::erf(static_cast<double>(x)));
+      if (u > worst) worst = u, worst_at = x;
+    }
+  }
+  for (float x : {0.875f, std::nextafter(0.875f, 0.f), 2.2f, std::nextafter(2.2f, 0.f), 3.92f, 1e-40f, -1e-40f}) {
+    const double u = ulps(math::erf(x), std::erf(static_cast<double>(x)));
+    if (u > worst) worst = u, worst_at = x;
+  }
+  EXPECT_LE(worst, 1.5) << "at x = " << worst_at;
+  std::printf("erf: at most %.3f ulp (at x = %.9g)\n", worst, worst_at);
+  EXPECT_EQ(math::erf(INFINITY), 1.f);
+  EXPECT_EQ(math::erf(-INFINITY), -1.f);
+  EXPECT_TRUE(std::isnan(math::erf(NAN)));
+  EXPECT_TRUE(std::signbit(math::erf(-0.f)));
+}
+
+TEST(MathKernels, ExpOfNonPositiveWithinOneAndAHalfUlp) {
+  double worst = 0, worst_at = 0;
+  for (uint32_t b = 0; b <= float_bits(87.0f); b += 37) {
+    const float z = -bits_float(b);
+    const double u = ulps(math::exp_nonpositive(z), std::exp(static_cast<double>(z)));
+    if (u > worst) worst = u, worst_at = z;
+  }
+  EXPECT_LE(worst, 1.5) << "at z = " << worst_at;
+  std::printf("exp: at most %.3f ulp on [-87, 0] (at z = %.9g)\n", worst, worst_at);
+  EXPECT_EQ(math::exp_nonpositive(0.f), 1.f);
+  EXPECT_EQ(math::exp_nonpositive(-100.f), 0.f);
+  EXPECT_EQ(math::exp_nonpositive(-INFINITY), 0.f);
+  EXPECT_TRUE(std::isnan(math::exp_nonpositive(NAN)));
 }
 
 }  // namespace
