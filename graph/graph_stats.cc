@@ -199,7 +199,29 @@ const Node* writer_of(const Graph& g, const Value* v) {
 // State by role: accumulators (Graph::gradients), the loss scale and what its update node also
 // writes (the good-step count), half-precision weight copies and other state written by the apply
 // program (optimizer moments, step counters), and the rest (running statistics).
+// The ZeRO-1 sharded masters and their parameters by name (metadata otter.training.zero_masters,
+// MASTER=PARAMETER,..., written by passes/all_reduce_zero.cc).
+std::map<std::string, std::string> sharded_masters(const Graph& g) {
+  std::map<std::string, std::string> out;
+  auto it = g.metadata.find("otter.training.zero_masters");
+  if (it == g.metadata.end()) return out;
+  const std::string& text = it->second;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) out[item.substr(0, eq)] = item.substr(eq + 1);
+    pos = end + 1;
+  }
+  return out;
+}
+
 void count_state(const Graph& g, const Value* v, const Sizer& s, GraphStats& st) {
+  if (sharded_masters(g).count(v->name())) {
+    add_tensor(st.master_shards, v, s);
+    return;
+  }
   std::unordered_set<const Value*> accumulators;
   for (const auto& [p, acc] : g.gradients) accumulators.insert(acc);
   const Node* writer = writer_of(g, v);
@@ -222,7 +244,10 @@ void count_roles(const Graph& g, const Value* v, const Sizer& s, GraphStats& st)
 }
 
 void count_tensors(const Graph& g, const Sizer& s, GraphStats& st) {
+  std::set<std::string> sharded;
+  for (const auto& [master, p] : sharded_masters(g)) sharded.insert(p);
   for (const Value* v : g.values()) {
+    if (v->kind() == ValueKind::kInitializer && sharded.count(v->name())) add_tensor(st.sharded_params, v, s);
     if (v->kind() == ValueKind::kInitializer) count_roles(g, v, s, st);
     if (v->kind() == ValueKind::kInput) {
       add_tensor(st.inputs, v, s);
@@ -353,6 +378,13 @@ void write_object_array(JsonWriter& w, std::string_view k, const List& items, F&
 
 }  // namespace
 
+int64_t resident_param_bytes(const GraphStats& s) {
+  int64_t b = s.param_total.bytes;
+  add_known(b, s.master_shards.bytes);
+  if (b >= 0 && s.sharded_params.bytes >= 0) return b - s.sharded_params.bytes;
+  return -1;
+}
+
 GraphStats compute_graph_stats(const Graph& g, const DimBindings& bindings) {
   GraphStats st;
   st.bindings = bindings;
@@ -391,6 +423,9 @@ void print_graph_stats(const GraphStats& s, std::ostream& os) {
   os << "  state: gradient accumulators: " << total_str(s.accumulators) << "\n";
   os << "         optimizer state: " << total_str(s.optimizer_state) << "\n";
   os << "         half weight copies: " << total_str(s.half_copies) << "\n";
+  if (s.master_shards.tensors)
+    os << "         master weight shards: " << total_str(s.master_shards) << " (of parameters "
+       << total_str(s.sharded_params) << ")\n";
   os << "         loss scale: " << total_str(s.loss_scale) << "\n";
   os << "         model state: " << total_str(s.model_state) << "\n";
   os << "  training memory: parameters trainable " << total_str(s.trainable_params) << ", frozen "
@@ -451,6 +486,7 @@ void write_graph_stats_json(const GraphStats& s, JsonWriter& w) {
       {"frozen_parameters", &s.frozen_params}, {"accumulators", &s.accumulators},
       {"optimizer_state", &s.optimizer_state}, {"half_copies", &s.half_copies},
       {"loss_scale", &s.loss_scale},       {"model_state", &s.model_state},
+      {"master_shards", &s.master_shards}, {"sharded_parameters", &s.sharded_params},
       {"inputs", &s.inputs}};
   for (const auto& [k, t] : totals) write_total(w, k, *t);
   w.key("flops");

@@ -62,6 +62,10 @@ struct GraphStats {
   // copies of the weights (mixed precision); the loss scale with its good-step count; the rest
   // (model state such as BatchNorm running statistics).
   TensorTotal accumulators, optimizer_state, half_copies, loss_scale, model_state;
+  // ZeRO-1 (passes/all_reduce.h, graph metadata otter.training.zero_masters): the fp32 master
+  // weights held as one rank's shard (state %w.master), and the parameters whose masters they are
+  // (counted in param_total too, whole, but holding only their initial value).
+  TensorTotal master_shards, sharded_params;
   // Parameters by role: trainable (those with a gradient; every trainable initializer when no
   // backward graph was built) and frozen (every other float initializer of rank >= 1: weights that
   // are not trained, held in the precision they are stored in, e.g. bf16 copies under LoRA). The
@@ -76,6 +80,10 @@ struct GraphStats {
   };
   std::vector<Plan> memory_plans;  // recorded by the memory-plan pass, if it ran
 };
+
+// Bytes of the weights a rank keeps for training: the parameters, with each one ZeRO-1 shards
+// counted as its master shard (param_total - sharded_params + master_shards); -1 when unknown.
+int64_t resident_param_bytes(const GraphStats& s);
 
 GraphStats compute_graph_stats(const Graph& g, const DimBindings& bindings = {});
 void print_graph_stats(const GraphStats& s, std::ostream& os);

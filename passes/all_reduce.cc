@@ -132,6 +132,8 @@ void AllReducePass::run(Graph& g, PassContext&) {
     count("bytes_per_step", z.scatter_bytes + z.gather_bytes);
     count("optimizer_state_bytes", z.state_bytes);
     count("optimizer_state_bytes_unsharded", z.full_state_bytes);
+    count("master_weight_bytes", z.master_bytes);
+    count("master_weight_bytes_unsharded", z.full_master_bytes);
     return;
   }
   AllReduceStats st = all_reduce_gradients(g, opts_);

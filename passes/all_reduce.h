@@ -24,13 +24,20 @@
 // ceil(n/N) elements of every parameter, keeps the optimizer moments of that shard only (state of
 // ceil(n/N) elements: 1/N of the optimizer state per rank), updates its shard of the weight (and of
 // the half copy hoist-weight-casts made) and all-gathers the new weights in place
-// (ai.otter.AllGather). The finite check and the clipping norm read the shards, and their partial
+// (ai.otter.AllGather). Where a weight has a half copy and nothing but its update reads the fp32
+// master (fp16/bf16 training: the forward and backward read the half copy), the master is sharded
+// too: state %w.master of ceil(n/N) elements, which the update reads and writes in place, and only
+// the half copy is all-gathered; the parameter %w keeps its initial value (the runtime cuts each
+// rank's shard of it into %w.master) and is no longer updated. A master anything else reads (fp32
+// training, or a weight mixed precision keeps in fp32) stays whole on every rank and is gathered
+// after its update. The finite check and the clipping norm read the shards, and their partial
 // results are summed across the ranks (ai.otter.AllReduce of the flags and of the squared norms),
-// so every rank still skips and clips on the whole reduced gradient. The fp32 master weights stay
-// whole on every rank (the forward reads them). Runs after hoist-weight-casts (the half copies are
-// sharded with their masters); records the sharded states (zero_shards()) for checkpoints, which
+// so every rank still skips and clips on the whole reduced gradient. Runs after hoist-weight-casts
+// (the half copies are sharded with their masters); records the sharded states (zero_shards()) and
+// among them the sharded masters (zero_masters()) for checkpoints, evaluation and export, which
 // gather them whole. Counters: tensors, bytes_per_step (reduce-scatter and all-gather inputs),
-// optimizer_state_bytes (per rank) and optimizer_state_bytes_unsharded.
+// optimizer_state_bytes (per rank) and optimizer_state_bytes_unsharded, master_weight_bytes (the
+// fp32 masters per rank: sharded ones at ceil(n/N) elements) and master_weight_bytes_unsharded.
 //
 //   before: %found.finite = ai.otter.AllFinite(%w.grad.acc, %b.grad.acc)
 //   after:  %w.grad.acc.reduced, %b.grad.acc.reduced = ai.otter.AllReduce(%w.grad.acc, %b.grad.acc) {op=sum,world=2}
@@ -60,6 +67,7 @@ struct AllReduceStats {
 struct ZeroStats {
   int64_t tensors = 0, scatter_bytes = 0, gather_bytes = 0;
   int64_t state_bytes = 0, full_state_bytes = 0;  // optimizer state per rank, and unsharded
+  int64_t master_bytes = 0, full_master_bytes = 0;  // fp32 master weights per rank, and unsharded
 };
 
 AllReduceStats all_reduce_gradients(Graph& g, const AllReduceOptions& o);
@@ -69,8 +77,11 @@ Node* first_apply_node(const Graph& g, const std::string& what);
 void finish_all_reduce(Graph& g, int64_t world);
 // zero=1: the rewrite described above, for a job of `world` ranks (passes/all_reduce_zero.cc).
 ZeroStats shard_optimizer_state(Graph& g, int64_t world);
-// The optimizer states zero=1 sharded, each with the parameter whose shard it holds (empty without).
+// The states zero=1 sharded (moments and masters), each with the parameter whose shard it holds
+// (empty without).
 std::map<std::string, std::string> zero_shards(const Graph& g);
+// Of those, the sharded fp32 masters (%w.master -> %w): the parameter itself is no longer updated.
+std::map<std::string, std::string> zero_masters(const Graph& g);
 // Elements of each shard of a tensor of `numel` elements over `world` ranks: ceil(numel/world).
 inline int64_t zero_shard_size(int64_t numel, int64_t world) { return (numel + world - 1) / world; }
 // N as the graph records it (graph metadata otter.training.data_parallel_ranks, next to the other

@@ -4,13 +4,20 @@
 // [r*c, min(n, (r+1)*c)), and the last shard is padded with zeros so that every rank's graph has the
 // same shapes. Per trained parameter %w (accumulator %w.grad.acc, update u):
 //   %w.grad.acc.shard = ai.otter.ReduceScatter(%w.grad.acc) {op=sum,world=N}   (before the apply program)
-//   %w.shard          = ai.otter.Shard(%w) {world=N}                            (before u)
-//   u reads %w.shard, %w.grad.acc.shard and the moments, now state of c elements; its new shard
-//   %w.new            = ai.otter.AllGather(%w.shard.new, %w) {world=N}          (after u, into %w)
-// and the same Shard/AllGather pair for the half copy hoist-weight-casts made. The finite check and
-// the global norm read the gradient shards; their partial results are combined across the ranks
-// (a sum of the non-finite flags, a sum of the squared norms) so every rank skips and clips on the
-// full reduced gradient, as one process would.
+// and u reads it and the moments, now state of c elements. Where hoist-weight-casts made a half copy
+// %w.f16 and nothing but u reads the fp32 master %w (the forward and backward read the half copy),
+// the master itself is sharded: it becomes state %w.master of c elements (the runtime cuts the
+// rank's shard of %w's initial value into it, runtime/data_parallel.cc), u reads and writes it in
+// place, %w is updated no more, and only the half copy is gathered:
+//   %w.f16.shard = ai.otter.Shard(%w.f16) {world=N}                              (before u)
+//   %w.master.new, ..., %w.f16.shard.new = u(%w.master, %w.grad.acc.shard, ..., %w.f16.shard)
+//   %w.f16.new   = ai.otter.AllGather(%w.f16.shard.new, %w.f16) {world=N}        (after u, into %w.f16)
+// Any other master (fp32 training, or a weight mixed precision keeps in fp32 for some reader) stays
+// whole: u reads %w.shard = ai.otter.Shard(%w) and %w.new = ai.otter.AllGather(%w.shard.new, %w)
+// writes it back, with the same Shard/AllGather pair for a half copy. The finite check and the
+// global norm read the gradient shards; their partial results are combined across the ranks (a sum
+// of the non-finite flags, a sum of the squared norms) so every rank skips and clips on the full
+// reduced gradient, as one process would.
 #include <map>
 #include <set>
 
@@ -24,6 +31,7 @@ namespace otter {
 namespace {
 
 constexpr const char* kShardsKey = "otter.training.zero_shards";
+constexpr const char* kMastersKey = "otter.training.zero_masters";
 
 int64_t shard_size(const Value* v, int64_t world) { return (v->shape().numel() + world - 1) / world; }
 
@@ -107,19 +115,48 @@ void combine_norms(Graph& g, int64_t world) {
   }
 }
 
-// Shards the update of parameter `p`: its weight (and half copy) read as shards and gathered after
-// it, its moments made state of one shard. Returns the bytes of optimizer state it now keeps.
-int64_t shard_update(Graph& g, Value* p, Value* grad_shard, int64_t world, std::string& shards, ZeroStats& st) {
+// True when the update `u` is the only reader of the fp32 master `p` and it has a half copy: then
+// nothing needs the whole master between two updates (the forward reads the half copy).
+bool master_only_updated(const Value* p, const Node* u, const Value* half) {
+  if (!half || p->is_graph_output()) return false;
+  for (auto [user, slot] : p->uses())
+    if (user != u || slot != 0) return false;
+  return true;
+}
+
+// Shards the update of parameter `p`: its moments made state of one shard, and its master either
+// made state of one shard (with the half copy alone gathered) or read as a shard and gathered
+// whole, as master_only_updated decides. Records the sharded states in `shards` (and the sharded
+// masters in `masters`) as STATE=PARAMETER.
+void shard_update(Graph& g, Value* p, Value* grad_shard, int64_t world, std::string& shards, std::string& masters,
+                  ZeroStats& st) {
   auto it = g.state_updates.find(p);
   Node* u = it == g.state_updates.end() || !it->second ? nullptr : it->second->producer();
   OTTER_CHECK(u && u->program() == Program::kApply, "all-reduce{zero=1}: parameter '", p->name(),
               "' has no update in the apply program");
   const UpdateSlots s = slots_of(*u, p->name());
   const int64_t c = shard_size(p, world);
+  auto record = [&](std::string& list, const Value* v) {
+    list += str_cat(list.empty() ? "" : ",", v->name(), "=", p->name());
+  };
   const std::map<std::string, Attribute> w{{"world", Attribute(world)}};
-  u->set_input(0, apply_node(g, "Shard", {p}, p->name() + ".shard", u, w)->output(0));
-  u->set_input(1, grad_shard);
   Value* half = u->has_input(s.half_in) ? u->input(s.half_in) : nullptr;
+  const bool shard_master = master_only_updated(p, u, half);
+  const int64_t master_bytes = static_cast<int64_t>(p->data().nbytes());
+  st.full_master_bytes += master_bytes;
+  Value* master = nullptr;
+  if (shard_master) {
+    // Zeros here: every rank's graph is the same; the session cuts its shard of %w into it.
+    master = g.add_state(g.unique_name(p->name() + ".master"), Tensor(p->dtype(), {c}));
+    u->set_input(0, master);
+    st.master_bytes += static_cast<int64_t>(master->data().nbytes());
+    record(shards, master);
+    record(masters, master);
+  } else {
+    u->set_input(0, apply_node(g, "Shard", {p}, p->name() + ".shard", u, w)->output(0));
+    st.master_bytes += master_bytes;
+  }
+  u->set_input(1, grad_shard);
   if (half) u->set_input(s.half_in, apply_node(g, "Shard", {half}, half->name() + ".shard", u, w)->output(0));
   for (int m : s.moments) {
     if (!u->has_input(m)) continue;
@@ -131,29 +168,38 @@ int64_t shard_update(Graph& g, Value* p, Value* grad_shard, int64_t world, std::
     v->set_data(zeros);
     v->set_shape(Shape::of({c}));
     st.state_bytes += static_cast<int64_t>(zeros.nbytes());
-    shards += str_cat(shards.empty() ? "" : ",", v->name(), "=", p->name());
+    record(shards, v);
   }
   infer_node(*u);
-  // The update now writes shards (%w.shard.new); the gathered weight takes the name %w.new.
-  g.rename_value(u->output(0), g.unique_name(p->name() + ".shard.new"));
-  if (half) g.rename_value(u->output(s.half_out), g.unique_name(half->name() + ".shard.new"));
   Node* after = next_node(g, u);
-  Value* full = apply_node(g, "AllGather", {u->output(0), p}, p->name() + ".new", after, w)->output(0);
-  g.state_updates[p] = full;
-  st.gather_bytes += static_cast<int64_t>(p->data().nbytes());
+  if (shard_master) {
+    // The update writes the master shard in place; %w keeps its initial value and is updated no more.
+    g.rename_value(u->output(0), g.unique_name(master->name() + ".new"));
+    g.state_updates.erase(p);
+    g.state_updates[master] = u->output(0);
+  } else {
+    // The update now writes shards (%w.shard.new); the gathered weight takes the name %w.new.
+    g.rename_value(u->output(0), g.unique_name(p->name() + ".shard.new"));
+    Value* full = apply_node(g, "AllGather", {u->output(0), p}, p->name() + ".new", after, w)->output(0);
+    g.state_updates[p] = full;
+    st.gather_bytes += master_bytes;
+  }
   if (half) {
+    g.rename_value(u->output(s.half_out), g.unique_name(half->name() + ".shard.new"));
     Value* h = apply_node(g, "AllGather", {u->output(s.half_out), half}, half->name() + ".new", after, w)->output(0);
     g.state_updates[half] = h;
     st.gather_bytes += static_cast<int64_t>(c * world * dtype_size(half->dtype()));
   }
-  return c;
 }
 
 }  // namespace
 
-std::map<std::string, std::string> zero_shards(const Graph& g) {
+namespace {
+
+// The STATE=PARAMETER list under metadata `key`.
+std::map<std::string, std::string> read_pairs(const Graph& g, const char* key) {
   std::map<std::string, std::string> out;
-  auto it = g.metadata.find(kShardsKey);
+  auto it = g.metadata.find(key);
   if (it == g.metadata.end()) return out;
   const std::string& text = it->second;
   size_t pos = 0;
@@ -162,17 +208,22 @@ std::map<std::string, std::string> zero_shards(const Graph& g) {
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(pos, end - pos);
     const size_t eq = item.find('=');
-    OTTER_CHECK(eq != std::string::npos, "graph metadata ", kShardsKey, ": '", item, "' is not STATE=PARAMETER");
+    OTTER_CHECK(eq != std::string::npos, "graph metadata ", key, ": '", item, "' is not STATE=PARAMETER");
     out[item.substr(0, eq)] = item.substr(eq + 1);
     pos = end + 1;
   }
   return out;
 }
 
+}  // namespace
+
+std::map<std::string, std::string> zero_shards(const Graph& g) { return read_pairs(g, kShardsKey); }
+std::map<std::string, std::string> zero_masters(const Graph& g) { return read_pairs(g, kMastersKey); }
+
 ZeroStats shard_optimizer_state(Graph& g, int64_t world) {
   Node* first_apply = first_apply_node(g, "all-reduce{zero=1}");
   ZeroStats st;
-  std::string shards;
+  std::string shards, masters;
   // Every reduce-scatter first (the gradients of the whole step), then the apply program's readers
   // of each accumulator take its shard.
   std::vector<std::pair<Value*, Value*>> params;
@@ -186,7 +237,7 @@ ZeroStats shard_optimizer_state(Graph& g, int64_t world) {
     ++st.tensors;
     st.scatter_bytes += static_cast<int64_t>(acc->data().nbytes());
   }
-  for (auto [p, shard] : params) shard_update(g, p, shard, world, shards, st);
+  for (auto [p, shard] : params) shard_update(g, p, shard, world, shards, masters, st);
   // The step counter stays whole (one scalar per rank), as torch's ZeRO keeps it.
   for (Value* v : g.state()) {
     auto up = g.state_updates.find(v);
@@ -199,6 +250,7 @@ ZeroStats shard_optimizer_state(Graph& g, int64_t world) {
   combine_finite(g, world);
   combine_norms(g, world);
   g.metadata[kShardsKey] = shards;
+  if (!masters.empty()) g.metadata[kMastersKey] = masters;
   return st;
 }
 

@@ -1,7 +1,8 @@
 // TrainingSession in a data-parallel job (see training_session.h, passes/all_reduce.h,
 // runtime/distributed.h): the check that the job matches the graph and that every rank runs the
 // same thing, the mean of per-rank metrics, evaluation sharded across the ranks, and the ZeRO-1
-// optimizer-state shards made whole for checkpoints (and cut again on resume).
+// shards (optimizer moments, fp32 masters) made whole for checkpoints, evaluation and export (and
+// cut again on resume).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -51,6 +52,12 @@ Tensor TrainingSession::gather_shards(const std::string& name) const {
   return whole;
 }
 
+std::map<std::string, Tensor> TrainingSession::whole_masters() const {
+  std::map<std::string, Tensor> out;
+  for (const auto& [p, master] : master_of_) out[p] = gather_shards(master);  // the same order on every rank
+  return out;
+}
+
 Tensor TrainingSession::own_shard(const std::string& name, const Tensor& whole) const {
   const int64_t c = zero_shard_size(whole.numel(), ranks_);
   const int64_t begin = std::min<int64_t>(whole.numel(), world().rank() * c);
@@ -78,18 +85,8 @@ EvalResult TrainingSession::evaluate_shard(const Dataset& data) {
     shard.arrays.emplace_back(name, Tensor(t.dtype(), dims, t.storage(), t.offset() + static_cast<size_t>(begin) * row));
   }
   Dataset part = Dataset::from_arrays(shard, batch_inputs());
-  EvalResult mine;
-  {
-    const int64_t saved = ranks_;
-    ranks_ = 1;  // the shard itself, on this rank alone
-    try {
-      mine = evaluate(part);
-    } catch (...) {
-      ranks_ = saved;
-      throw;
-    }
-    ranks_ = saved;
-  }
+  // The eval graph reads the whole fp32 weights: the sharded masters are gathered first.
+  EvalResult mine = evaluate_here(part, whole_masters());
   // Sums over the ranks: loss times samples, correct predictions (accuracy times this shard's
   // label count), samples and labels.
   const int64_t my_labels = mine.has_accuracy ? part.arrays().at(opts_.pipeline.loss.add.labels).numel() : 0;

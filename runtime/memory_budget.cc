@@ -21,7 +21,7 @@ PlannedMemory planned_memory(const Graph& g) {
   OTTER_CHECK(s.unbound.empty() && s.activation_peak_bytes >= 0,
               "memory planning needs static shapes (the batch size fixed)");
   PlannedMemory m;
-  m.persistent = s.param_total.bytes + s.constants.bytes + s.accumulators.bytes + s.optimizer_state.bytes +
+  m.persistent = resident_param_bytes(s) + s.constants.bytes + s.accumulators.bytes + s.optimizer_state.bytes +
                  s.half_copies.bytes + s.loss_scale.bytes + s.model_state.bytes;
   for (const auto& [p, plan] : g.memory_plans) m.arenas += plan.arena_bytes;
   if (g.memory_plans.empty()) m.arenas = s.activation_peak_bytes;

@@ -185,6 +185,8 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   s->accum_ = facts.accumulation_steps;
   s->ranks_ = otter::data_parallel_ranks(g);  // passes/all_reduce.h
   s->shards_ = zero_shards(g);
+  for (const auto& [master, p] : zero_masters(g)) s->master_of_[p] = master;
+  s->find_half_copies();
   s->loss_name_ = fact_value(g, facts.loss, "loss", "autodiff");
   s->lr_name_ = fact_value(g, facts.learning_rate, "learning rate", "optimizer");
   s->finite_name_ = fact_value(g, facts.finite, "finite flag", "optimizer");
@@ -198,6 +200,9 @@ std::unique_ptr<TrainingSession> TrainingSession::create(const std::string& mode
   eo.program = Program::kApply;
   s->apply_ = std::make_unique<Executor>(g, eo);
   s->join_data_parallel_job();
+  // A sharded master starts as this rank's shard of its parameter's initial value.
+  for (const auto& [p, master] : s->master_of_)
+    s->state_[master] = s->device_->to_device(s->own_shard(master, g.value(p)->data()));
   return s;
 }
 
@@ -285,19 +290,49 @@ StepResult TrainingSession::apply() {
 
 EvalResult TrainingSession::evaluate(const Dataset& data) {
   if (ranks_ > 1) return evaluate_shard(data);
+  return evaluate_here(data, {});
+}
+
+EvalResult TrainingSession::evaluate_here(const Dataset& data, const std::map<std::string, Tensor>& whole) {
   if (!evaluator_) evaluator_ = std::make_unique<Evaluator>(model_path_, opts_.pipeline.loss, *device_, &opts_.pipeline.lora);
   std::map<std::string, Tensor> weights = state_;
   weights.insert(fixed_.begin(), fixed_.end());  // frozen weights given initial values
+  for (const auto& [name, t] : whole) weights[name] = device_->to_device(t);
   return evaluator_->run(data, opts_.eval_batch_size, weights);
 }
 
 Tensor TrainingSession::tensor(const std::string& name) const {
+  auto m = master_of_.find(name);
+  if (m != master_of_.end()) return gather_shards(m->second);
   auto it = state_.find(name);
   OTTER_CHECK(it != state_.end(), "training session: no persistent tensor '", name, "'");
   return device_->to_host(it->second).clone();
 }
 
 std::vector<std::string> TrainingSession::state_names() const { return state_order_; }
+
+bool TrainingSession::rounded_on_resume(const std::string& name) const {
+  return half_copies_.count(name) && graph_->value(name)->dtype() == DataType::kBFloat16;
+}
+
+void TrainingSession::find_half_copies() {
+  // The node that writes a persistent value: its update, or (zero=1) the update whose shard an
+  // AllGather gathers into it.
+  auto writer = [&](Value* v) -> const Node* {
+    auto it = graph_->state_updates.find(v);
+    const Node* n = it == graph_->state_updates.end() || !it->second ? nullptr : it->second->producer();
+    if (n && n->domain() == kOtterDomain && n->op_type() == "AllGather") n = n->input(0)->producer();
+    return n;
+  };
+  for (const auto& [p, acc] : graph_->gradients) {
+    auto m = master_of_.find(p->name());
+    const Node* update = writer(m != master_of_.end() ? graph_->value(m->second) : p);
+    if (!update) continue;
+    for (const auto& [s, u] : graph_->state_updates)
+      if (s != p && (s->dtype() == DataType::kFloat16 || s->dtype() == DataType::kBFloat16) && writer(s) == update)
+        half_copies_[s->name()] = p->name();
+  }
+}
 
 std::vector<std::string> TrainingSession::parameter_names() const {
   std::vector<std::string> names;
@@ -310,16 +345,16 @@ void TrainingSession::set_parameters(const std::map<std::string, Tensor>& values
   for (const std::string& n : parameter_names()) trained.insert(n);
   std::map<std::string, Tensor> updates;
   for (const auto& [name, t] : values) {
-    const Value* v = graph_->find_value(name);
+    Value* v = graph_->find_value(name);
     OTTER_CHECK(v && trained.count(name), "set_parameters: '", name, "' is not a trained parameter");
     OTTER_CHECK(t.on_host() && t.dtype() == v->dtype() && Shape::of(t.dims()) == v->shape(), "set_parameters: '", name,
                 "' is ", t.describe(), ", the parameter is ", v->type_string());
-    updates[name] = t.clone();
+    auto m = master_of_.find(name);
+    if (m != master_of_.end()) updates[m->second] = own_shard(m->second, t);
+    else updates[name] = t.clone();
     // Mixed precision keeps a rounded half copy of the weight as state, written by the same update.
-    const Node* update = graph_->state_updates.at(const_cast<Value*>(v))->producer();
-    for (const auto& [s, u] : graph_->state_updates)
-      if (u->producer() == update && s != v && (s->dtype() == DataType::kFloat16 || s->dtype() == DataType::kBFloat16))
-        updates[s->name()] = convert_float_tensor(t, s->dtype());
+    for (const auto& [half, p] : half_copies_)
+      if (p == name) updates[half] = convert_float_tensor(t, graph_->value(half)->dtype());
   }
   for (auto& [name, t] : updates) state_[name] = device_->to_device(t);
 }
@@ -342,7 +377,7 @@ Checkpoint TrainingSession::checkpoint(const LoaderState& loader) const {
   rng << micro_->rng();
   m.rng = rng.str();
   for (const std::string& name : state_order_)
-    if (!accumulators_.count(name))
+    if (!accumulators_.count(name) && !rounded_on_resume(name))
       c.tensors.emplace_back(name, shards_.count(name) ? gather_shards(name) : tensor(name));
   return c;
 }
@@ -360,9 +395,10 @@ void TrainingSession::restore(const Checkpoint& c) {
               m.ranks == 1 ? std::string("in one process") : str_cat("under mpirun -np ", m.ranks));
   std::map<std::string, const Tensor*> given;
   for (const auto& [name, t] : c.tensors) given[name] = &t;
+  const std::map<std::string, const Tensor*> all = given;
   std::vector<std::string> problems;
   for (const std::string& name : state_order_) {
-    if (accumulators_.count(name)) continue;
+    if (accumulators_.count(name) || rounded_on_resume(name)) continue;
     auto it = given.find(name);
     const Value* v = graph_->value(name);
     if (it == given.end()) {
@@ -389,6 +425,14 @@ void TrainingSession::restore(const Checkpoint& c) {
   OTTER_CHECK(!in.fail(), "its generator state is not readable");
   for (const auto& [name, t] : c.tensors)
     state_[name] = device_->to_device(shards_.count(name) ? own_shard(name, t) : t.clone());
+  // The bf16 half copies the checkpoint leaves out: each is its fp32 master rounded, as the update
+  // that writes both keeps it (passes/hoist_weight_casts.h).
+  for (const auto& [half, p] : half_copies_) {
+    if (!rounded_on_resume(half)) continue;
+    auto m = master_of_.find(p);
+    const Tensor& master = *all.at(m != master_of_.end() ? m->second : p);
+    state_[half] = device_->to_device(convert_float_tensor(master, DataType::kBFloat16));
+  }
   micro_->rng() = rng;
   step_ = m.step;
 }
@@ -410,8 +454,13 @@ LoaderState TrainingSession::load(const std::string& dir) {
 
 void TrainingSession::export_inference(const std::string& path) const {
   auto g = import_onnx_file(model_path_);
+  const std::map<std::string, Tensor> whole = whole_masters();  // a collective with sharded masters
   for (Value* v : g->values()) {
     if (v->kind() != ValueKind::kInitializer && v->kind() != ValueKind::kState) continue;
+    if (whole.count(v->name())) {
+      v->set_data(whole.at(v->name()));
+      continue;
+    }
     const std::map<std::string, Tensor>& from = state_.count(v->name()) ? state_ : fixed_;
     auto it = from.find(v->name());
     if (it != from.end()) v->set_data(device_->to_host(it->second));
@@ -419,7 +468,7 @@ void TrainingSession::export_inference(const std::string& path) const {
   std::map<std::string, Tensor> adapters;
   for (auto& [name, t] : this->adapters()) adapters[name] = t;
   if (!adapters.empty()) merge_lora(*g, adapters, lora_facts(*graph_).scale);
-  export_onnx_file(*g, path);
+  if (ranks_ == 1 || world().rank() == 0) export_onnx_file(*g, path);
 }
 
 std::vector<std::pair<std::string, Tensor>> TrainingSession::adapters() const {
@@ -428,7 +477,7 @@ std::vector<std::pair<std::string, Tensor>> TrainingSession::adapters() const {
     for (const char* suffix : {".lora_A", ".lora_B"}) {
       const std::string name = w + suffix;
       const Value* v = graph_->find_value(name);  // a frozen adapter (--freeze) is a constant
-      if (state_.count(name)) out.emplace_back(name, tensor(name));
+      if (state_.count(name) || master_of_.count(name)) out.emplace_back(name, tensor(name));
       else if (v && v->has_data() && v->dtype() == DataType::kFloat32) out.emplace_back(name, v->data().clone());
       else fail("training session: adapter '", name, "' is frozen and held only in half precision");
     }

@@ -112,12 +112,14 @@ class TrainingSession {
   int64_t pending_micro_steps() const { return static_cast<int64_t>(losses_.size()); }
   // Loss and accuracy with the current weights and BatchNorm running statistics, in eval mode. In a
   // data-parallel job every rank evaluates its contiguous share of `data` and the sums are reduced,
-  // so every rank returns the metrics of the whole set (runtime/data_parallel.cc).
+  // so every rank returns the metrics of the whole set (runtime/data_parallel.cc); the masters
+  // ZeRO-1 shards are gathered whole for it first.
   EvalResult evaluate(const Dataset& data);
 
   // Checkpoints (runtime/checkpoint.h). `loader` is the data position to resume from. In a
-  // data-parallel job every rank calls save (with zero=1 the optimizer-state shards are gathered
-  // whole: a collective) and rank 0 alone writes; a checkpoint resumes in a job of the same N.
+  // data-parallel job every rank calls save (with zero=1 the optimizer-state and master shards are
+  // gathered whole: a collective) and rank 0 alone writes; a checkpoint resumes in a job of the
+  // same N. bf16 half copies of the weights are not stored: resume rounds them from the masters.
   void save(const std::string& dir, const LoaderState& loader = {}) const;
   // Restores a checkpoint written by a session of the same model and options; returns the data
   // position it was saved at. Fails, changing nothing, on another model, missing or extra
@@ -127,9 +129,12 @@ class TrainingSession {
   void restore(const Checkpoint& c);
 
   // Writes the original model with the trained weights (and BatchNorm running statistics); with
-  // LoRA, each adapted weight W becomes W + (alpha/r) B A in its own layout (passes/lora.h).
+  // LoRA, each adapted weight W becomes W + (alpha/r) B A in its own layout (passes/lora.h). In a
+  // data-parallel job every rank calls it (with zero=1 the sharded fp32 masters are gathered whole:
+  // a collective) and rank 0 alone writes.
   void export_inference(const std::string& path) const;
   // The LoRA adapters (<W>.lora_A, <W>.lora_B; fp32 masters) as they are now; empty without LoRA.
+  // A collective where zero=1 shards their masters.
   std::vector<std::pair<std::string, Tensor>> adapters() const;
 
   const std::string& pipeline() const { return pipeline_; }
@@ -145,14 +150,16 @@ class TrainingSession {
   int64_t data_parallel_ranks() const { return ranks_; }
   int64_t steps_taken() const { return step_; }
   // Host copies of the persistent tensors (parameters, moments, counters, running statistics). With
-  // all-reduce{zero=1} the optimizer moments are this rank's shard (checkpoints hold them whole).
+  // all-reduce{zero=1} the optimizer moments and the sharded masters (<W>.master) are this rank's
+  // shard (checkpoints hold them whole); a trained parameter whose master is sharded is gathered
+  // whole from every rank: a collective, which every rank must call.
   Tensor tensor(const std::string& name) const;
   std::vector<std::string> state_names() const;
   // The trainable parameters (those the optimizer updates), in graph order.
   std::vector<std::string> parameter_names() const;
   // Replaces parameters by name (host tensors of the same dtype and shape; copied), and the
-  // half-precision copies mixed precision keeps of them. Fails, changing nothing, on an unknown
-  // name or a dtype or shape mismatch.
+  // half-precision copies mixed precision keeps of them (a sharded master takes this rank's shard).
+  // Fails, changing nothing, on an unknown name or a dtype or shape mismatch.
   void set_parameters(const std::map<std::string, Tensor>& values);
 
  private:
@@ -168,6 +175,10 @@ class TrainingSession {
   // parameter's shape), and this rank's shard of a whole one.
   Tensor gather_shards(const std::string& name) const;
   Tensor own_shard(const std::string& name, const Tensor& whole) const;
+  // Every rank's sharded masters gathered whole, by parameter name (a collective; empty without).
+  std::map<std::string, Tensor> whole_masters() const;
+  // This rank's evaluation of `data` with the session's weights, `whole` overriding them by name.
+  EvalResult evaluate_here(const Dataset& data, const std::map<std::string, Tensor>& whole);
   EvalResult evaluate_shard(const Dataset& data);
 
   TrainingOptions opts_;
@@ -185,6 +196,12 @@ class TrainingSession {
   int64_t accum_ = 1;  // K (TrainingFacts)
   int64_t ranks_ = 1;  // N (passes/all_reduce.h data_parallel_ranks)
   std::map<std::string, std::string> shards_;  // zero=1: sharded optimizer state -> its parameter
+  std::map<std::string, std::string> master_of_;  // zero=1: parameter -> its sharded master (<W>.master)
+  // Mixed precision: each half copy hoist-weight-casts keeps -> its parameter. A bf16 copy (numpy,
+  // hence npz, has no bf16) is left out of checkpoints and rounded from its master on resume.
+  std::map<std::string, std::string> half_copies_;
+  void find_half_copies();
+  bool rounded_on_resume(const std::string& name) const;
   std::string loss_name_, lr_name_, finite_name_, scale_name_;
   std::vector<Tensor> losses_;  // of the micro-steps taken since the last apply()
   int64_t step_ = 0;

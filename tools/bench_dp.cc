@@ -63,20 +63,20 @@ DpFigures run_under_mpirun(int64_t ranks, int argc, char** argv) {
     return std::stod(j.at(k));
   };
   return {num("ms_per_step"), num("ms_min"), num("ms_max"), num("comm_ms_per_step"),
-          static_cast<int64_t>(num("optimizer_state_bytes"))};
+          static_cast<int64_t>(num("optimizer_state_bytes")), static_cast<int64_t>(num("weight_bytes"))};
 }
 
 void print_dp_comparison(const std::string& header, int64_t ranks, int64_t accum, bool zero, const DpFigures& single,
                          const DpFigures& job) {
   std::printf("%s\n", header.c_str());
-  std::printf("  1 process, accum %lld: %9.2f ms/step (min %.2f, max %.2f), optimizer state %s\n",
+  std::printf("  1 process, accum %lld: %9.2f ms/step (min %.2f, max %.2f), optimizer state %s, fp32 weights %s\n",
               static_cast<long long>(ranks * accum), single.ms, single.ms_min, single.ms_max,
-              mib(single.state_bytes).c_str());
+              mib(single.state_bytes).c_str(), mib(single.weight_bytes).c_str());
   std::printf(
       "  %lld ranks, accum %lld%s: %9.2f ms/step (min %.2f, max %.2f), communication %.2f ms/step (%.1f%%), "
-      "optimizer state per rank %s\n",
+      "optimizer state per rank %s, fp32 weights per rank %s\n",
       static_cast<long long>(ranks), static_cast<long long>(accum), zero ? ", zero 1" : "", job.ms, job.ms_min,
-      job.ms_max, job.comm_ms, 100 * job.comm_ms / job.ms, mib(job.state_bytes).c_str());
+      job.ms_max, job.comm_ms, 100 * job.comm_ms / job.ms, mib(job.state_bytes).c_str(), mib(job.weight_bytes).c_str());
   std::printf("  step time %lld ranks / 1 process: %.2f; compute share %.2f, communication share %.2f\n",
               static_cast<long long>(ranks), job.ms / single.ms, (job.ms - job.comm_ms) / single.ms,
               job.comm_ms / single.ms);

@@ -14,6 +14,7 @@ struct DpFigures {
   double ms = 0, ms_min = 0, ms_max = 0;  // median, min and max step time
   double comm_ms = 0;                     // per step inside collectives (waiting for other ranks included)
   int64_t state_bytes = 0;                // optimizer state (per rank in a job)
+  int64_t weight_bytes = 0;               // parameters, ZeRO-1's master shards as shards (graph/graph_stats.h)
 };
 
 // Runs `cmd` in a shell and returns its standard output; fails naming `what` and `cmd`, with the

@@ -150,7 +150,7 @@ struct Settings {
 void print_plan(const GraphStats& g, int64_t measured) {
   const int64_t acts = g.memory_plans.empty() ? g.activation_peak_bytes : g.memory_plans[0].arena_bytes;
   const int64_t other = g.constants.bytes - g.frozen_params.bytes;
-  const int64_t total = g.param_total.bytes + g.constants.bytes + g.accumulators.bytes + g.optimizer_state.bytes +
+  const int64_t total = resident_param_bytes(g) + g.constants.bytes + g.accumulators.bytes + g.optimizer_state.bytes +
                         g.half_copies.bytes + g.loss_scale.bytes + g.model_state.bytes + acts;
   auto kib = [](int64_t b) { return str_cat(b / 1024, " KiB"); };
   std::printf("  memory planned %s: parameters trainable %s + frozen %s, other constants %s, gradients %s, "
@@ -324,6 +324,8 @@ std::string json_line(const BenchModel& m, const Settings& st, const Result& min
   if (st.ranks > 1) {
     j.add("ranks", st.ranks).add("zero", st.zero).add("comm_ms_per_step", mine.comm_ms);
     j.add("optimizer_state_bytes", mine.plan ? mine.plan->optimizer_state.bytes : 0);
+    j.add("master_shard_bytes", mine.plan ? mine.plan->master_shards.bytes : 0);
+    j.add("weight_bytes", mine.plan ? resident_param_bytes(*mine.plan) : 0);
   }
   auto [rate, fraction] = achieved(mine, st.peak);
   j.add("flops_per_step", mine.flops_per_step).add("achieved_flops", rate);
@@ -358,9 +360,11 @@ void bench_one(const BenchModel& m, const Settings& st, const cli::Args& args, c
   }
   print_row(mine, !st.lora.targets.empty());
   if (st.ranks > 1)
-    std::printf("  %lld ranks%s: communication %.2f ms/step (%.1f%% of the step), optimizer state per rank %s\n",
+    std::printf("  %lld ranks%s: communication %.2f ms/step (%.1f%% of the step), optimizer state per rank %s, "
+                "fp32 master shards per rank %s\n",
                 static_cast<long long>(st.ranks), st.zero ? " (zero 1)" : "", mine.comm_ms,
-                100 * mine.comm_ms / mine.ms.median, mib_text(mine.plan->optimizer_state.bytes).c_str());
+                100 * mine.comm_ms / mine.ms.median, mib_text(mine.plan->optimizer_state.bytes).c_str(),
+                mib_text(mine.plan->master_shards.bytes).c_str());
   print_compute(mine, st.peak);
   if (args.has("vs-full")) {
     Settings full = st;
@@ -523,7 +527,8 @@ void run_ranks(const BenchModel& m, const Settings& st, int64_t ranks, const std
   print_dp_comparison(str_cat(m.name, " (batch ", st.batch, ", global batch ", st.batch * one.accum, ", ", st.precision,
                               ", ", st.optimizer, ", ", st.threads, " threads per process)"),
                       ranks, st.accum, st.zero != 0,
-                      {r.ms.median, r.ms.min, r.ms.max, 0, r.plan->optimizer_state.bytes}, job);
+                      {r.ms.median, r.ms.min, r.ms.max, 0, r.plan->optimizer_state.bytes, resident_param_bytes(*r.plan)},
+                      job);
 }
 
 int run(int argc, char** argv) {

@@ -183,13 +183,17 @@ int cmd_train(int argc, char** argv) {
   std::printf("trained %" PRId64 " steps in %.2f s\n", session->steps_taken(), total_s);
   if (nonfinite.faulty_steps()) std::printf("warning: %s\n", nonfinite.summary(session->steps_taken()).c_str());
   std::printf("%s\n", peak_summary(*session, peak.run_peak()).c_str());
-  if (args.has("export") && lead) {
+  // Every rank takes part (ZeRO-1's sharded masters are gathered whole); rank 0 writes.
+  if (args.has("export")) {
     session->export_inference(args.get("export"));
-    std::printf("wrote %s\n", args.get("export").c_str());
+    if (lead) std::printf("wrote %s\n", args.get("export").c_str());
   }
-  if (args.has("export-adapters") && lead) {
-    write_npz(args.get("export-adapters"), session->adapters());
-    std::printf("wrote %zu adapters to %s\n", session->adapters().size(), args.get("export-adapters").c_str());
+  if (args.has("export-adapters")) {
+    const auto adapters = session->adapters();
+    if (lead) {
+      write_npz(args.get("export-adapters"), adapters);
+      std::printf("wrote %zu adapters to %s\n", adapters.size(), args.get("export-adapters").c_str());
+    }
   }
   return 0;
 }

@@ -52,7 +52,8 @@ inline constexpr const char* kExport =
 inline constexpr const char* kParameters =
     "parameters() -> dict[str, numpy.ndarray]\n\n"
     "The trained parameters (fp32 master weights), by name, as COPIES: later steps do not change them\n"
-    "and writing them does not change the session (use set_parameters).";
+    "and writing them does not change the session (use set_parameters). In a data-parallel job with\n"
+    "zero=1 the masters it shards are gathered whole from every rank: every rank must call it.";
 inline constexpr const char* kState =
     "state() -> dict[str, numpy.ndarray]\n\n"
     "Copies of every persistent tensor: parameters, optimizer moments and step, loss scale, half\n"

@@ -17,8 +17,14 @@ run_mpi 2 "$bin" "${common[@]}" --steps 10 --save "$dir/ckpt" > "$dir/b.txt" || 
 run_mpi 2 "$bin" "${common[@]}" --steps 20 --resume "$dir/ckpt" --export "$dir/resumed.onnx" > "$dir/c.txt" ||
   { cat "$dir/c.txt"; exit 1; }
 /usr/bin/python3 "$here/compare_runs.py" "$dir/resumed.onnx" "$dir/straight.onnx" --bitwise
-# Every moment in the checkpoint has the shape of its parameter (the shards gathered whole).
-/usr/bin/python3 - "$dir/ckpt/state.npz" "$model" <<'EOS'
+# Every moment in the checkpoint has the shape of its parameter (the shards gathered whole); so has
+# every fp32 master ZeRO-1 sharded (<W>.master, present with --zero 1 in fp16/bf16, where it stands
+# for <W>: the checkpoint holds no stale whole copy of the weight beside it).
+half=0
+if [[ " $* " == *" --zero 1 "* ]] && [[ " $* " == *" --precision fp16 "* || " $* " == *" --precision bf16 "* ]]; then
+  half=1
+fi
+/usr/bin/python3 - "$dir/ckpt/state.npz" "$model" "$half" <<'EOS'
 import sys
 import numpy as np
 import onnx
@@ -30,6 +36,13 @@ bad = [k for k in moments if state[k].shape != params[k.rsplit(".", 1)[0]]]
 if not moments or bad:
     sys.exit(f"FAIL: moments {moments} / not in their parameter's shape: {bad}")
 print(f"PASS: {len(moments)} moments in the checkpoint, each in its parameter's shape")
+masters = [k for k in state.files if k.endswith(".master")]
+bad = [k for k in masters if state[k].shape != params[k[:-len(".master")]] or k[:-len(".master")] in state.files]
+if (sys.argv[3] == "1") != bool(masters) or bad:
+    sys.exit(f"FAIL: sharded masters {masters} (expected {'some' if sys.argv[3] == '1' else 'none'}) / not in their "
+             f"parameter's shape or beside a whole copy: {bad}")
+if masters:
+    print(f"PASS: {len(masters)} sharded fp32 masters in the checkpoint, each whole in its parameter's shape")
 EOS
 rc=0
 "$bin" "${common[@]}" --steps 20 --resume "$dir/ckpt" > "$dir/d.txt" 2>&1 || rc=$?
