@@ -124,6 +124,7 @@ void register_resize_ops(OpTable& t);  // graph/ops/resize.cc
 void register_training_ops(OpTable& t);  // graph/ops/training.cc
 void register_einsum_ops(OpTable& t);  // graph/ops/einsum.cc
 void register_lrn_det_ops(OpTable& t);  // graph/ops/lrn_det.cc
+void register_grid_sample_ops(OpTable& t);  // graph/ops/grid_sample.cc
 
 // Runs shape/type inference for one node; fails with the node's name when the op is unknown.
 void infer_node(Node& n);

@@ -11,6 +11,7 @@ void register_cpu_quantization_kernels(KernelRegistry& r);  // quantization.cc: 
 void register_cpu_onnx_optim_kernels(KernelRegistry& r);  // onnx_optim.cc: ONNX Adagrad, Adam, Momentum
 void register_cpu_linalg_kernels(KernelRegistry& r);  // linalg.cc: Einsum, Det
 void register_cpu_lrn_kernels(KernelRegistry& r);  // lrn.cc: LRN, LRNGrad
+void register_cpu_grid_sample_kernels(KernelRegistry& r);  // grid_sample.cc: GridSample, GridSampleGrad
 void register_cpu_bias_gelu_kernels(KernelRegistry& r);  // bias_gelu.cc: BiasGelu, BiasGeluGrad
 
 void register_cpu_kernels(KernelRegistry& r) {
@@ -31,6 +32,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_onnx_optim_kernels(r);
   register_cpu_linalg_kernels(r);
   register_cpu_lrn_kernels(r);
+  register_cpu_grid_sample_kernels(r);
   register_cpu_collective_kernels(r);
   register_cpu_quantization_kernels(r);
   register_cpu_elementwise_grad_kernels(r);

@@ -98,9 +98,10 @@ KernelFactory host_kernel(const std::string& op, const KernelRegistry& cpu) {
   // Detection and sequence ops (graph/ops/detect.cc): data-dependent or small, every input on the host.
   if (op == "NonMaxSuppression" || op == "Unique" || op == "ReverseSequence" || op == "MaxUnpool" || op == "RoiAlign")
     return host_logic(cpu, {0, 1, 2, 3, 4}, true);
-  // GroupNormalization and the Bitwise ops: no CUDA kernel yet, every input on the host.
+  // GroupNormalization, the Bitwise ops and GridSample (with its gradient): no CUDA kernel yet,
+  // every input on the host.
   if (op == "GroupNormalization" || op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor" ||
-      op == "BitwiseNot")
+      op == "BitwiseNot" || op == "GridSample" || op == "GridSampleGrad")
     return host_logic(cpu, {kAllInputs}, true);
   fail("host_kernel: no CUDA kernel for ", op);
 }

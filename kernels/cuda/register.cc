@@ -163,6 +163,8 @@ const Row kRows[] = {
       {onnx, "BitwiseOr", kAny, host_logic},
       {onnx, "BitwiseXor", kAny, host_logic},
       {onnx, "BitwiseNot", kAny, host_logic},
+      {onnx, "GridSample", kAny, host_logic},  // CPU kernels kernels/cpu/grid_sample.cc
+      {otter, "GridSampleGrad", kAny, host_logic},
       // Data movement (shape.cu).
       {onnx, "Transpose", kAny, shape_kernel},
       {onnx, "Concat", kAny, shape_kernel},

@@ -631,6 +631,20 @@ std::vector<Case> ops2_cases() {
   Case bnot = mk("BitwiseNot", "BitwiseNot", {Tu({3, 4}, 0, 100)}, {I32, I8, U8, DataType::kUInt16});
   bnot.opset = 18;
   cs.push_back(bnot);
+  // GridSample and its gradient: CPU kernels on host copies; grid values in [-1.2, 1.2] reach the padding.
+  Case gs = mk("GridSample_bicubic_reflection", "GridSample", {T({2, 3, 4, 5}), Tu({2, 3, 2, 2}, -1.2, 1.2)}, kF,
+               {{"mode", std::string("bicubic")}, {"padding_mode", std::string("reflection")}});
+  gs.opset = 16;
+  cs.push_back(gs);
+  Case gs5 = mk("GridSample_5d_linear_border", "GridSample", {T({1, 2, 2, 3, 4}), Tu({1, 2, 2, 3, 3}, -1.2, 1.2)}, kF,
+                {{"mode", std::string("linear")},
+                 {"padding_mode", std::string("border")},
+                 {"align_corners", int64_t{1}}});
+  gs5.opset = 20;
+  cs.push_back(gs5);
+  cs.push_back(train_op("GridSampleGrad_linear_zeros", "GridSampleGrad",
+                        {T({2, 3, 3, 2}), T({2, 3, 4, 5}), Tu({2, 3, 2, 2}, -1.2, 1.2)}, kF,
+                        {{"mode", std::string("linear")}}, 2));
   cs.push_back(train_op("ResizeGrad_linear", "ResizeGrad",
                         {T({1, 2, 6, 6}), ints({1, 2, 3, 4}), of(F32, {0}), vals(F32, {4}, {1, 1, 2, 1.5})}, kF,
                         {{"mode", std::string("linear")}}));

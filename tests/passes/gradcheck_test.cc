@@ -443,6 +443,33 @@ TEST(GradCheck, LrnEvenSize) {
   check_gradients_both({.op = "LRN", .shapes = {{3, 6, 4}}, .attrs = {{"size", int_attr(4)}, {"alpha", Attribute(0.9f)}, {"beta", Attribute(0.6f)}}});
 }
 
+// GridSample (graph/ops/grid_sample.cc: GridSampleGrad, one op for dX and dGrid). Grid values in
+// [-1.3, 1.3] put some points outside X, where the padding decides the taps (border's clamp and
+// reflection's mirror both carry into dGrid). Linear and cubic: dX and dGrid for every padding and
+// align_corners; nearest: dX, and dGrid zero, as the differences of a piecewise-constant function.
+std::map<std::string, Attribute> grid_sample_attrs(const char* mode, const char* pad, int64_t ac) {
+  return {{"mode", Attribute(mode)}, {"padding_mode", Attribute(pad)}, {"align_corners", int_attr(ac)}};
+}
+void check_grid_sample(const char* mode, int opset, std::vector<std::vector<int64_t>> shapes) {
+  for (const char* pad : {"zeros", "border", "reflection"})
+    for (int64_t ac : {0, 1}) {
+      SCOPED_TRACE(str_cat(mode, " ", pad, " align_corners=", ac));
+      check_gradients_both({.op = "GridSample", .shapes = shapes, .attrs = grid_sample_attrs(mode, pad, ac),
+                            .opset = opset, .init = in_range(-1.3, 1.3)});
+    }
+}
+TEST(GradCheck, GridSampleBilinear) { check_grid_sample("bilinear", 16, {{2, 2, 3, 4}, {2, 3, 2, 2}}); }
+TEST(GradCheck, GridSampleNearest) { check_grid_sample("nearest", 16, {{2, 2, 3, 4}, {2, 3, 2, 2}}); }
+TEST(GradCheck, GridSampleBicubic) { check_grid_sample("bicubic", 16, {{1, 2, 4, 3}, {1, 2, 3, 2}}); }
+TEST(GradCheck, GridSampleVolumetric) {  // opset 20: 5-D X, the opset 20 mode names
+  check_grid_sample("linear", 20, {{2, 2, 2, 3, 4}, {2, 2, 1, 2, 3}});
+  check_grid_sample("nearest", 20, {{1, 2, 2, 3, 2}, {1, 2, 2, 1, 3}});
+  check_grid_sample("cubic", 20, {{1, 1, 3, 2, 4}, {1, 1, 2, 2, 3}});
+}
+TEST(GradCheck, GridSampleOneSpatialAxis) {  // opset 20: 3-D X [N, C, W], Grid [N, W_out, 1]
+  check_grid_sample("linear", 20, {{2, 2, 5}, {2, 4, 1}});
+}
+
 // ---- losses -----------------------------------------------------------------------------------------
 TEST(GradCheck, SoftmaxCrossEntropyMean) {
   check_gradients_both({.op = "SoftmaxCrossEntropyLoss",
