@@ -17,13 +17,16 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "graph/op_table.h"
 #include "kernels/common/attention_params.h"
+#include "kernels/common/elementwise.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 namespace {
@@ -127,9 +130,13 @@ void forward_block(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, 
         std::fill(row, row + cols, T(0));
         continue;
       }
-      const T corr = std::exp(m[i] - mnew);
+      // Every exponent is <= 0 (mnew is the row's maximum): exp_nonpositive, which vectorises.
+      const T corr = math::exp_nonpositive(m[i] - mnew);
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        for (int64_t j = 0; j < cols; ++j) row[j] = math::exp_nonpositive(row[j] - mnew);
+      });
       T sum = 0;
-      for (int64_t j = 0; j < cols; ++j) sum += (row[j] = std::exp(row[j] - mnew));
+      for (int64_t j = 0; j < cols; ++j) sum += row[j];
       l[i] = l[i] * corr + sum;
       m[i] = mnew;
       if (corr != T(1))
@@ -198,7 +205,11 @@ void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, 
   for (int64_t i = 0; i < rows; ++i) {
     const T l = a.lse[bh * s.s + q0 + i];
     T* row = p.data() + i * bl.k;
-    for (int64_t j = 0; j < cols; ++j) row[j] = l == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(row[j] - l);
+    // score - LSE <= 0 (LSE >= the row's maximum).
+    cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+      for (int64_t j = 0; j < cols; ++j)
+        row[j] = l == -std::numeric_limits<T>::infinity() ? T(0) : math::exp_nonpositive(row[j] - l);
+    });
   }
   gemm<T>(true, false, cols, s.dv, rows, T(1), p.data(), bl.k, dyp, s.dv, T(1), a.dv + (kv * s.t + k0) * s.dv, s.dv);
   gemm<T>(false, true, rows, cols, s.dv, T(1), dyp, s.dv, vp, s.dv, T(0), ds.data(), bl.k);
