@@ -8,15 +8,18 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "graph/op_table.h"
 #include "kernels/common/checks.h"
+#include "kernels/common/elementwise.h"
 #include "kernels/common/nn_params.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter {
 namespace {
@@ -161,12 +164,21 @@ class LossGradKernel : public Kernel {
       for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
       if (std::isinf(mx) && mx < 0) mx = 0;
       double sum = 0;
-      for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
+      if (!gs) {
+        for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
+        loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
+        continue;
+      }
+      // One exponential per class (every exponent <= 0), in T and vectorised where the classes are
+      // contiguous, held in dX until the sum is known; the sum and the scaling stay in double.
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        for (int64_t c = 0; c < classes; ++c) gs[c * inner] = math::exp_nonpositive(xs[c * inner] - mx);
+      });
+      for (int64_t c = 0; c < classes; ++c) sum += static_cast<double>(gs[c * inner]);
       loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
-      if (!gs) continue;
       const double inv = 1.0 / sum;
       for (int64_t c = 0; c < classes; ++c) {
-        const double prob = std::exp(static_cast<double>(xs[c * inner] - mx)) * inv;
+        const double prob = static_cast<double>(gs[c * inner]) * inv;
         gs[c * inner] = static_cast<T>((prob - (c == l ? 1.0 : 0.0)) * g);
       }
     }
