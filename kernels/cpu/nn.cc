@@ -15,6 +15,7 @@
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/lane_sum.h"
 
 namespace otter {
 namespace {
@@ -238,14 +239,15 @@ class LayerNormKernel : public Kernel {
       const T* p = px + row * cols;
       T* q = py + row * cols;
       // Sums in double whatever A is (long rows in float lose digits); the result is rounded to A.
-      double s = 0;
-      for (int64_t i = 0; i < cols; ++i) s += static_cast<double>(p[i]);
-      const double md = cols ? s / static_cast<double>(cols) : 0.0;
-      double ss = 0;
-      for (int64_t i = 0; i < cols; ++i) {
-        const double dv = static_cast<double>(p[i]) - md;
-        ss += dv * dv;
-      }
+      double md = 0, ss = 0;
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        md = cols ? cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(p[i]); }) / static_cast<double>(cols)
+                  : 0.0;
+        ss = cpu::lane_sum(cols, [&](int64_t i) {
+          const double dv = static_cast<double>(p[i]) - md;
+          return dv * dv;
+        });
+      });
       const double var = cols ? ss / static_cast<double>(cols) : 0.0;
       const A m = static_cast<A>(md);
       const A inv = static_cast<A>(1.0 / std::sqrt(var + static_cast<double>(eps)));

@@ -20,6 +20,7 @@
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/lane_sum.h"
 
 namespace otter {
 namespace {
@@ -297,6 +298,7 @@ class BatchNormGradKernel : public cpu::FloatKernel<BatchNormGradKernel> {
 };
 
 // ---- LayerNormalizationGrad ---------------------------------------------------------------------
+
 // Rows over the axes before `axis`, columns (H of them) over the normalised axes; per row with
 // xhat = (x - mean) * inv and g = dy * scale:
 //   dX = inv * (g - mean(g) - xhat * mean(g * xhat)),  dScale += dy * xhat,  dB += dy
@@ -335,20 +337,15 @@ class LayerNormGradKernel : public cpu::FloatKernel<LayerNormGradKernel> {
     const T* pg = dy.data<T>();
     const double eps = epsilon_;
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t row = 0; row < rows; ++row) cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
       const T* xr = px + row * cols;
       const T* gr = pg + row * cols;
-      double s = 0, ss = 0;
-      for (int64_t i = 0; i < cols; ++i) s += xr[i];
-      const double mean = s / static_cast<double>(cols);
-      for (int64_t i = 0; i < cols; ++i) ss += (xr[i] - mean) * (xr[i] - mean);
+      const double mean = cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(xr[i]); }) / static_cast<double>(cols);
+      const double ss = cpu::lane_sum(cols, [&](int64_t i) { return (xr[i] - mean) * (xr[i] - mean); });
       const double inv = 1.0 / std::sqrt(ss / static_cast<double>(cols) + eps);
-      double sg = 0, sgx = 0;
-      for (int64_t i = 0; i < cols; ++i) {
-        const double g = static_cast<double>(gr[i]) * scale[i];
-        sg += g;
-        sgx += g * (xr[i] - mean) * inv;
-      }
+      const double sg = cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(gr[i]) * scale[i]; });
+      const double sgx =
+          cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(gr[i]) * scale[i] * ((xr[i] - mean) * inv); });
       if (dx) {
         const double mg = sg / static_cast<double>(cols), mgx = sgx / static_cast<double>(cols);
         T* dr = dx + row * cols;
@@ -357,13 +354,13 @@ class LayerNormGradKernel : public cpu::FloatKernel<LayerNormGradKernel> {
           dr[i] = static_cast<T>(inv * (static_cast<double>(gr[i]) * scale[i] - mg - xhat * mgx));
         }
       }
-      if (!want_params) continue;
+      if (!want_params) return;
       double* acc = part.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * cols;
       for (int64_t i = 0; i < cols; ++i) {
         acc[i] += static_cast<double>(gr[i]) * (xr[i] - mean) * inv;
         acc[cols + i] += gr[i];
       }
-    }
+    });
     for (int o = 1; o <= 2; ++o) {
       if (!ctx.has_output(o)) continue;
       T* out = ctx.allocate_output(o, x.dtype(), norm_dims).template data<T>();
