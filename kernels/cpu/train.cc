@@ -157,9 +157,16 @@ void all_finite_kernel(KernelContext& ctx) {
       using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
       const T* p = t.data<T>();
       // x * 0 is 0 for finite x and NaN for inf or NaN: one branch-free sum that vectorises.
+      // Small tensors skip OpenMP altogether (an if(false) parallel region still costs about a
+      // microsecond, which dominates the step of a small model).
       A z = 0;
-#pragma omp parallel for simd reduction(+ : z) if (n > 65536)
-      for (int64_t j = 0; j < n; ++j) z += static_cast<A>(p[j]) * A(0);
+      if (n > 65536) {
+#pragma omp parallel for simd reduction(+ : z)
+        for (int64_t j = 0; j < n; ++j) z += static_cast<A>(p[j]) * A(0);
+      } else {
+#pragma omp simd reduction(+ : z)
+        for (int64_t j = 0; j < n; ++j) z += static_cast<A>(p[j]) * A(0);
+      }
       ok = z == A(0);
     });
     finite = ok;
@@ -177,8 +184,12 @@ void global_norm_sq_kernel(KernelContext& ctx) {
     for_float(t.dtype(), [&](auto tag_) {
     using T = decltype(tag_);
       const T* p = t.data<T>();
-#pragma omp parallel for reduction(+ : s) if (n > 65536)
-      for (int64_t j = 0; j < n; ++j) s += static_cast<double>(p[j]) * p[j];
+      if (n > 65536) {
+#pragma omp parallel for reduction(+ : s)
+        for (int64_t j = 0; j < n; ++j) s += static_cast<double>(p[j]) * p[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) s += static_cast<double>(p[j]) * p[j];
+      }
     });
     total += s;
   }
