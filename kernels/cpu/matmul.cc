@@ -30,61 +30,50 @@ class MatMulKernel : public Kernel {
   }
 
  private:
+  // Runs mm(rows, a_off, b_off, y_off) (a GEMM of `rows` rows of A at element a_off, B at b_off,
+  // into Y at y_off) for every output matrix: one GEMM when B has no (effective) batch, A's batch
+  // folded into M; else one per batch, in parallel across the batch when BLAS would run each one
+  // single-threaded anyway.
+  template <typename Mm>
+  void for_each_gemm(const params::MatMulShape& s, Mm&& mm) {
+    const int64_t m = s.m, k = s.k, n = s.n, nbatch = s.nbatch;
+    if (num_elements(s.bbatch) == 1) return mm(nbatch * m, 0, 0, 0);
+    a_off_ = s.a_offsets();
+    b_off_ = s.b_offsets();
+    const int64_t mn = m * n;
+    if (cpu::gemm_is_small(m, n, k) && nbatch > 1) {
+#pragma omp parallel for schedule(static)
+      for (int64_t t = 0; t < nbatch; ++t) mm(m, a_off_[t], b_off_[t], t * mn);
+    } else {
+      for (int64_t t = 0; t < nbatch; ++t) mm(m, a_off_[t], b_off_[t], t * mn);
+    }
+  }
+
   // bf16 x bf16 -> float32 sums, rounded once into the bf16 output.
   void compute_bf16(KernelContext& ctx, const Tensor& a, const Tensor& b, const params::MatMulShape& s) {
     if (b.dtype() != DataType::kBFloat16) ctx.error(str_cat("B has type ", b.describe(), ", A ", a.describe()));
-    const int64_t m = s.m, k = s.k, n = s.n, nbatch = s.nbatch;
     Tensor& y = ctx.allocate_output(0, DataType::kBFloat16, s.out_dims);
-    if (nbatch == 0 || m == 0 || n == 0) return;
+    if (s.nbatch == 0 || s.m == 0 || s.n == 0) return;
     Tensor acc(DataType::kFloat32, s.out_dims);
     const auto* pa = static_cast<const uint16_t*>(a.raw());
     const auto* pb = static_cast<const uint16_t*>(b.raw());
     float* pc = acc.data<float>();
-    if (num_elements(s.bbatch) == 1) {
-      cpu::gemm_bf16(false, false, nbatch * m, n, k, 1.f, pa, k, pb, n, 0.f, pc, n);
-    } else {
-      a_off_ = s.a_offsets();
-      b_off_ = s.b_offsets();
-      const int64_t mn = m * n;
-      if (cpu::gemm_is_small(m, n, k) && nbatch > 1) {
-#pragma omp parallel for schedule(static)
-        for (int64_t t = 0; t < nbatch; ++t)
-          cpu::gemm_bf16(false, false, m, n, k, 1.f, pa + a_off_[t], k, pb + b_off_[t], n, 0.f, pc + t * mn, n);
-      } else {
-        for (int64_t t = 0; t < nbatch; ++t)
-          cpu::gemm_bf16(false, false, m, n, k, 1.f, pa + a_off_[t], k, pb + b_off_[t], n, 0.f, pc + t * mn, n);
-      }
-    }
+    for_each_gemm(s, [&](int64_t rows, int64_t ao, int64_t bo, int64_t yo) {
+      cpu::gemm_bf16(false, false, rows, s.n, s.k, 1.f, pa + ao, s.k, pb + bo, s.n, 0.f, pc + yo, s.n);
+    });
     cpu::round_into(acc, y);
   }
 
   template <typename T>
   void compute(KernelContext& ctx, const Tensor& a, const Tensor& b, const params::MatMulShape& s) {
-    const int64_t m = s.m, k = s.k, n = s.n, nbatch = s.nbatch;
     Tensor& y = ctx.allocate_output(0, DataTypeOf<T>::value, s.out_dims);
-    if (nbatch == 0 || m == 0 || n == 0) return;
+    if (s.nbatch == 0 || s.m == 0 || s.n == 0) return;
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* py = y.data<T>();
-
-    // B without (effective) batch: fold A's batch into M and run one GEMM.
-    if (num_elements(s.bbatch) == 1) {
-      gemm<T>(false, false, nbatch * m, n, k, T(1), pa, pb, T(0), py);
-      return;
-    }
-    // Per-batch offsets into A and B.
-    a_off_ = s.a_offsets();
-    b_off_ = s.b_offsets();
-    const int64_t mn = m * n;
-    if (cpu::gemm_is_small(m, n, k) && nbatch > 1) {
-      // BLAS runs these single-threaded: parallelise across the batch instead.
-#pragma omp parallel for schedule(static)
-      for (int64_t t = 0; t < nbatch; ++t)
-        gemm<T>(false, false, m, n, k, T(1), pa + a_off_[t], pb + b_off_[t], T(0), py + t * mn);
-    } else {
-      for (int64_t t = 0; t < nbatch; ++t)
-        gemm<T>(false, false, m, n, k, T(1), pa + a_off_[t], pb + b_off_[t], T(0), py + t * mn);
-    }
+    for_each_gemm(s, [&](int64_t rows, int64_t ao, int64_t bo, int64_t yo) {
+      gemm<T>(false, false, rows, s.n, s.k, T(1), pa + ao, pb + bo, T(0), py + yo);
+    });
   }
 
   std::vector<int64_t> a_off_, b_off_;
