@@ -3,6 +3,7 @@
 // chain. The per-element math is the shared BiasGeluOp / BiasGeluGradOp (kernels/common/), which
 // reuse GeluOp / GeluGradOp at the pre-activation x + bias. Every float storage type (halves are
 // computed in float); the float loops run as the active ISA variant (kernels/cpu/isa.h).
+#include <algorithm>
 #include <type_traits>
 
 #include "graph/op_table.h"
@@ -20,17 +21,18 @@ using cpu::load;
 using cpu::store;
 
 // Calls f(j, c) for the flat elements j of [0, n) split over threads, c = j mod cols the bias
-// index (0 when cols is 0: no bias), without a division per element.
+// index (any c when cols is 0: no bias), a row segment at a time so that the inner loop over
+// consecutive j and c vectorises.
 template <bool kWide, typename F>
 void bias_loop(int64_t n, int64_t cols, const F& f) {
   cpu::parallel_ranges(
       n,
       [&](int64_t b, int64_t e) {
         cpu::isa_dispatch_if<kWide>([&] {
-          int64_t c = cols ? b % cols : 0;
-          for (int64_t j = b; j < e; ++j) {
-            f(j, c);
-            if (++c == cols) c = 0;
+          for (int64_t j = b; j < e;) {
+            const int64_t c0 = cols ? j % cols : 0, len = cols ? std::min(e - j, cols - c0) : e - j;
+            for (int64_t t = 0; t < len; ++t) f(j + t, c0 + t);
+            j += len;
           }
         });
       },
@@ -50,9 +52,15 @@ class BiasGeluKernel : public Kernel {
       const S* px = x.data<S>();
       const S* pb = cols ? ctx.input(1).data<S>() : nullptr;
       S* py = y.data<S>();
-      bias_loop<std::is_same_v<C, float>>(x.numel(), cols, [&](int64_t j, int64_t c) {
-        py[j] = store<S>(BiasGeluOp{}(load(px[j]), pb ? load(pb[c]) : C(0)));
-      });
+      if (pb) {
+        bias_loop<std::is_same_v<C, float>>(x.numel(), cols, [&](int64_t j, int64_t c) {
+          py[j] = store<S>(BiasGeluOp{}(load(px[j]), load(pb[c])));
+        });
+      } else {
+        bias_loop<std::is_same_v<C, float>>(x.numel(), 0, [&](int64_t j, int64_t) {
+          py[j] = store<S>(BiasGeluOp{}(load(px[j]), C(0)));
+        });
+      }
     });
   }
 };
@@ -72,9 +80,15 @@ class BiasGeluGradKernel : public Kernel {
       const S* px = ctx.input(1).data<S>();
       const S* pb = cols ? ctx.input(2).data<S>() : nullptr;
       S* po = dx.data<S>();
-      bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
-        po[j] = store<S>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), pb ? load(pb[c]) : C(0)));
-      });
+      if (pb) {
+        bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
+          po[j] = store<S>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), load(pb[c])));
+        });
+      } else {
+        bias_loop<std::is_same_v<C, float>>(dy.numel(), 0, [&](int64_t j, int64_t) {
+          po[j] = store<S>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), C(0)));
+        });
+      }
     });
   }
 };
