@@ -141,7 +141,7 @@ struct Settings {
   RecomputePolicy recompute = RecomputePolicy::kNone;
   int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
   bool fuse_attention = true;  // the fuse-attention pass (--fuse-attention on|off)
-  bool fuse_bias_gelu = false;  // the fuse-bias-gelu pass (--fuse-bias-gelu on|off)
+  bool fuse_bias_gelu = true;  // the fuse-bias-gelu pass (--fuse-bias-gelu on|off)
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -481,7 +481,7 @@ std::vector<cli::FlagSpec> bench_flags() {
                       "with the same global batch (--accum N*K)", "N"},
       {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
       {"fuse-attention", true, "on|off (default on): the fuse-attention pass (passes/fuse_attention.h)", "on|off"},
-      {"fuse-bias-gelu", true, "on|off (default off): the fuse-bias-gelu pass (passes/fuse_bias_gelu.h)", "on|off"},
+      {"fuse-bias-gelu", true, "on|off (default on): the fuse-bias-gelu pass (passes/fuse_bias_gelu.h)", "on|off"},
       {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
       {"help", false, "show this help"},
   };
@@ -501,7 +501,7 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   const std::string fuse = args.get("fuse-attention", "on");
   OTTER_CHECK(fuse == "on" || fuse == "off", "otter-bench: --fuse-attention must be on or off, got '", fuse, "'");
   st.fuse_attention = fuse == "on";
-  const std::string fuse_gelu = args.get("fuse-bias-gelu", "off");
+  const std::string fuse_gelu = args.get("fuse-bias-gelu", "on");
   OTTER_CHECK(fuse_gelu == "on" || fuse_gelu == "off", "otter-bench: --fuse-bias-gelu must be on or off, got '",
               fuse_gelu, "'");
   st.fuse_bias_gelu = fuse_gelu == "on";

@@ -115,7 +115,7 @@ void read_fuse_attention_flag(const cli::Args& args, TrainingPipelineOptions& p)
 
 cli::FlagSpec fuse_bias_gelu_flag() {
   return {"fuse-bias-gelu", true,
-          "on|off (default off): fuse the bias Add and the erf GELU chain into ai.otter.BiasGelu (fuse-bias-gelu pass; less activation memory, on the CPU a slower step)",
+          "on|off (default on): fuse the bias Add and the erf GELU chain into ai.otter.BiasGelu (fuse-bias-gelu pass; less activation memory, a faster step)",
           "on|off"};
 }
 

@@ -18,28 +18,28 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(TrainingPipeline, DefaultOptions) {
   EXPECT_EQ(training_pipeline({}),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,add-loss{type=ce},autodiff,"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,add-loss{type=ce},autodiff,"
             "grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},memory-plan");
   TrainingPipelineOptions unfused;
   unfused.fuse_attention.enabled = false;  // otter-train --fuse-attention off
   EXPECT_EQ(training_pipeline(unfused),
-            "batchnorm-mode,canonicalize,freeze-unreachable,add-loss{type=ce},autodiff,grad-accumulation{steps=1},"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,add-loss{type=ce},autodiff,grad-accumulation{steps=1},"
             "optimizer{type=adamw,lr=0.001},"
             "memory-plan");
   EXPECT_EQ(gradient_pipeline({}),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,add-loss{type=ce},autodiff");
-  EXPECT_EQ(gradient_pipeline(unfused), "batchnorm-mode,canonicalize,freeze-unreachable,add-loss{type=ce},autodiff");
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,add-loss{type=ce},autodiff");
+  EXPECT_EQ(gradient_pipeline(unfused),
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,add-loss{type=ce},autodiff");
   TrainingPipelineOptions no_gqa;
   no_gqa.fuse_attention.gqa = false;
   EXPECT_EQ(gradient_pipeline(no_gqa),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention{gqa=false},add-loss{type=ce},autodiff");
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention{gqa=false},fuse-bias-gelu,add-loss{type=ce},autodiff");
 }
 
-// fuse-bias-gelu is off unless asked for (on the CPU it trades step time for activation memory:
-// docs/performance.md); asked for, it runs after fuse-attention, alone when attention is unfused.
-TEST(TrainingPipeline, FuseBiasGeluOnRequest) {
+// fuse-bias-gelu runs by default, after fuse-attention (alone when attention is unfused);
+// otter-train --fuse-bias-gelu off leaves it out.
+TEST(TrainingPipeline, FuseBiasGeluByDefault) {
   TrainingPipelineOptions gelu;
-  gelu.fuse_bias_gelu.enabled = true;  // otter-train --fuse-bias-gelu on
   EXPECT_EQ(gradient_pipeline(gelu),
             "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,add-loss{type=ce},autodiff");
   gelu.fuse_attention.enabled = false;
@@ -47,6 +47,8 @@ TEST(TrainingPipeline, FuseBiasGeluOnRequest) {
             "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,add-loss{type=ce},autodiff");
   gelu.fuse_bias_gelu.bias = false;
   EXPECT_NE(training_pipeline(gelu).find(",fuse-bias-gelu{bias=false},"), std::string::npos);
+  gelu.fuse_bias_gelu.enabled = false;  // otter-train --fuse-bias-gelu off
+  EXPECT_EQ(gradient_pipeline(gelu), "batchnorm-mode,canonicalize,freeze-unreachable,add-loss{type=ce},autodiff");
 }
 
 TEST(TrainingPipeline, EveryOptionReachesItsPass) {
@@ -67,7 +69,7 @@ TEST(TrainingPipeline, EveryOptionReachesItsPass) {
   c.warmup = 10;
   c.total = 1000;
   EXPECT_EQ(training_pipeline(o),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,add-loss{type=mse,output=y,labels=target},"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,add-loss{type=mse,output=y,labels=target},"
             "autodiff{freeze=fc1.*;emb?},"
             "grad-accumulation{steps=4},optimizer{type=sgd,lr=0.1,weight_decay=1e-04,momentum=0.9,"
             "nesterov=true,clip_norm=1.5,schedule=cosine,warmup=10,total=1000},memory-plan");
@@ -77,7 +79,7 @@ TEST(TrainingPipeline, ModelLossSkipsAddLoss) {
   TrainingPipelineOptions o;
   o.loss = LossSpec::parse("model:total_loss");
   EXPECT_EQ(training_pipeline(o),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,autodiff{loss=total_loss},"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,autodiff{loss=total_loss},"
             "grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},memory-plan");
   EXPECT_EQ(eval_pipeline(o), "canonicalize,eval-mode");
   EXPECT_EQ(eval_pipeline({}), "canonicalize,eval-mode,add-loss{type=ce}");
@@ -91,8 +93,9 @@ TEST(TrainingPipeline, ThePipelineParsesAndEveryPassValidates) {
   pm.add_pipeline(training_pipeline(o));
   std::vector<std::string> names;
   for (const auto& p : pm.passes()) names.push_back(p->name());
-  std::vector<std::string> want{"batchnorm-mode", "canonicalize", "freeze-unreachable", "fuse-attention", "add-loss",
-                                "autodiff",       "grad-accumulation", "optimizer",       "memory-plan"};
+  std::vector<std::string> want{"batchnorm-mode", "canonicalize",      "freeze-unreachable", "fuse-attention",
+                                "fuse-bias-gelu", "add-loss",          "autodiff",           "grad-accumulation",
+                                "optimizer",      "memory-plan"};
   EXPECT_EQ(names, want);
 }
 
