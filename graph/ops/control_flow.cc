@@ -205,12 +205,7 @@ void infer_loop(InferContext& ctx) {
 // gains the sequence dim at its output axis.
 void infer_scan(InferContext& ctx) {
   Node& n = ctx.node();
-  ScanSpec spec;
-  try {
-    spec = scan_spec(n);
-  } catch (const Error& e) {
-    ctx.error(e.what());
-  }
+  const ScanSpec spec = scan_spec(n);  // its errors name the node
   Graph& body = subgraph_attr(n, "body");
   bind_captures(n);
   Dim seq;
