@@ -82,7 +82,7 @@ std::string Value::type_string() const {
 
 namespace {
 const char* kind_name(Attribute::Kind k) {
-  static const char* kNames[] = {"float", "int", "string", "tensor", "floats", "ints", "strings"};
+  static const char* kNames[] = {"float", "int", "string", "tensor", "floats", "ints", "strings", "graph", "graphs"};
   return kNames[static_cast<int>(k)];
 }
 std::string format_float(float f) {
@@ -109,6 +109,8 @@ OTTER_ATTR_GET(t, const Tensor&, kTensor)
 OTTER_ATTR_GET(floats, const std::vector<float>&, kFloats)
 OTTER_ATTR_GET(ints, const std::vector<int64_t>&, kInts)
 OTTER_ATTR_GET(strings, const std::vector<std::string>&, kStrings)
+OTTER_ATTR_GET(g, const Attribute::GraphPtr&, kGraph)
+OTTER_ATTR_GET(graphs, const std::vector<Attribute::GraphPtr>&, kGraphs)
 #undef OTTER_ATTR_GET
 
 std::string Attribute::to_string() const {
@@ -149,6 +151,13 @@ std::string Attribute::to_string() const {
       os << ']';
       break;
     }
+    case Kind::kGraph: os << "graph " << g()->name; break;
+    case Kind::kGraphs: {
+      os << '[';
+      for (size_t k = 0; k < graphs().size(); ++k) os << (k ? "," : "") << "graph " << graphs()[k]->name;
+      os << ']';
+      break;
+    }
   }
   return os.str();
 }
@@ -163,6 +172,8 @@ bool Attribute::operator==(const Attribute& o) const {
     case Kind::kFloats: return floats() == o.floats();
     case Kind::kInts: return ints() == o.ints();
     case Kind::kStrings: return strings() == o.strings();
+    case Kind::kGraph: return g() == o.g();  // the same subgraph, not an equal one
+    case Kind::kGraphs: return graphs() == o.graphs();
   }
   return false;
 }
@@ -190,6 +201,23 @@ void Node::set_input(int i, Value* v) {
 }
 
 void Node::add_input(Value* v) { set_input(static_cast<int>(inputs_.size()), v); }
+
+std::vector<Graph*> Node::subgraphs() const {
+  std::vector<Graph*> out;
+  for (const auto& [k, a] : attrs_) {
+    if (a.kind() == Attribute::Kind::kGraph) out.push_back(a.g().get());
+    if (a.kind() == Attribute::Kind::kGraphs)
+      for (const auto& g : a.graphs()) out.push_back(g.get());
+  }
+  return out;
+}
+
+int Node::num_formal_inputs() const {
+  int n = num_inputs();
+  for (const Graph* g : subgraphs()) n -= static_cast<int>(g->captures().size());
+  OTTER_CHECK(n >= 0, describe(), ": fewer inputs than its subgraphs capture");
+  return n;
+}
 
 const Attribute* Node::find_attr(const std::string& k) const {
   auto it = attrs_.find(k);
@@ -252,6 +280,15 @@ Value* Graph::add_input(const std::string& name, DataType t, Shape s) {
   v->dtype_ = t;
   v->shape_ = std::move(s);
   inputs_.push_back(v);
+  return v;
+}
+
+Value* Graph::add_capture(const std::string& name, DataType t, Shape s) {
+  Value* v = new_value(name);
+  v->kind_ = ValueKind::kInput;
+  v->dtype_ = t;
+  v->shape_ = std::move(s);
+  captures_.push_back(v);
   return v;
 }
 
@@ -383,6 +420,7 @@ void Graph::remove_value(Value* v) {
   if (loss_seed == v) loss_seed = nullptr;
   if (loss_scale == v) loss_scale = nullptr;
   inputs_.erase(std::remove(inputs_.begin(), inputs_.end(), v), inputs_.end());
+  captures_.erase(std::remove(captures_.begin(), captures_.end(), v), captures_.end());
   by_name_.erase(v->name_);
   auto it = std::find_if(values_.begin(), values_.end(), [&](const auto& p) { return p.get() == v; });
   values_.erase(it);

@@ -104,12 +104,17 @@ class Value {
   Graph* graph_ = nullptr;
 };
 
-// Typed attribute values. Tensor attributes are host tensors; subgraph attributes are not supported.
+// Typed attribute values. Tensor attributes are host tensors. Graph attributes (the branches of If,
+// the bodies of Loop and Scan) are subgraphs shared between copies of the attribute: a subgraph
+// reads values of its enclosing graph through its captures (Graph::captures), which the node
+// that holds it takes as implicit inputs after its own (Node::num_formal_inputs).
 class Attribute {
  public:
-  enum class Kind : uint8_t { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings };
+  enum class Kind : uint8_t { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kGraph, kGraphs };
+  using GraphPtr = std::shared_ptr<Graph>;
   using Storage = std::variant<float, int64_t, std::string, Tensor, std::vector<float>,
-                               std::vector<int64_t>, std::vector<std::string>>;
+                               std::vector<int64_t>, std::vector<std::string>, GraphPtr,
+                               std::vector<GraphPtr>>;
   Attribute() : v_(int64_t{0}) {}
   Attribute(float f) : v_(f) {}  // NOLINT
   Attribute(int64_t i) : v_(i) {}  // NOLINT
@@ -120,6 +125,8 @@ class Attribute {
   Attribute(std::vector<float> f) : v_(std::move(f)) {}  // NOLINT
   Attribute(std::vector<int64_t> i) : v_(std::move(i)) {}  // NOLINT
   Attribute(std::vector<std::string> s) : v_(std::move(s)) {}  // NOLINT
+  Attribute(GraphPtr g) : v_(std::move(g)) {}  // NOLINT
+  Attribute(std::vector<GraphPtr> g) : v_(std::move(g)) {}  // NOLINT
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   float f() const;
   int64_t i() const;
@@ -128,6 +135,8 @@ class Attribute {
   const std::vector<float>& floats() const;
   const std::vector<int64_t>& ints() const;
   const std::vector<std::string>& strings() const;
+  const GraphPtr& g() const;
+  const std::vector<GraphPtr>& graphs() const;
   std::string to_string() const;
   bool operator==(const Attribute& o) const;
 
@@ -161,6 +170,11 @@ class Node {
   bool has_input(int i) const { return input(i) != nullptr; }
   void set_input(int i, Value* v);
   void add_input(Value* v);
+  // The subgraphs of the node's graph attributes, in attribute-name order (a GRAPHS attribute's
+  // graphs in their order); their captures, in the same order, are the node's last inputs.
+  std::vector<Graph*> subgraphs() const;
+  // The inputs ONNX gives the op: all but the implicit (captured) ones.
+  int num_formal_inputs() const;
 
   const std::map<std::string, Attribute>& attrs() const { return attrs_; }
   bool has_attr(const std::string& k) const { return attrs_.count(k) != 0; }
@@ -242,6 +256,10 @@ class Graph {
   std::vector<Node*> node_list() const;
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& outputs() const { return outputs_; }
+  // A subgraph's reads of values of the enclosing graph: inputs (kind kInput) that are neither
+  // fed nor listed in inputs(); the node holding the subgraph passes the outer values in.
+  const std::vector<Value*>& captures() const { return captures_; }
+  Value* add_capture(const std::string& name, DataType t, Shape s);
   std::vector<Value*> values() const;  // all live values in creation order
   std::vector<Value*> initializers() const;  // kInitializer values in creation order
   std::vector<Value*> state() const;  // kState values in creation order
@@ -296,7 +314,7 @@ class Graph {
   std::list<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Value>> values_;
   std::map<std::string, Value*> by_name_;
-  std::vector<Value*> inputs_, outputs_;
+  std::vector<Value*> inputs_, outputs_, captures_;
 };
 
 }  // namespace otter

@@ -6,6 +6,7 @@
 //                           npz arrays, and every tensor the runtime allocates
 //   OTTER_MAX_NPZ_BYTES     uncompressed bytes of one .npz archive, all arrays together (default 16 GiB)
 //
+// Fixed, not configurable: subgraphs nest at most kMaxSubgraphDepth levels.
 // Fixed by the formats, not configurable: a deflated zip entry cannot expand more than
 // kMaxDeflateRatio times (deflate's own bound), so an entry that claims more is refused as corrupt.
 #pragma once
@@ -20,6 +21,8 @@ constexpr uint64_t kDefaultMaxTensorBytes = uint64_t{16} << 30;
 constexpr uint64_t kDefaultMaxNpzBytes = uint64_t{16} << 30;
 // Deflate emits at least one bit per 258 bytes of output, so no stream inflates more than ~1032x.
 constexpr uint64_t kMaxDeflateRatio = 1032;
+// Subgraphs (If branches, Loop and Scan bodies) nest at most this deep: import is recursive.
+constexpr int kMaxSubgraphDepth = 32;
 
 uint64_t max_tensor_bytes();
 uint64_t max_npz_bytes();

@@ -85,13 +85,7 @@ onnx::ModelProto graph_to_model(const Graph& g) {
   std::vector<std::string> apply_nodes;
   for (const auto& n : g.nodes()) {
     if (n->program() == Program::kApply) apply_nodes.push_back(std::to_string(gp->node_size()));
-    auto* np = gp->add_node();
-    np->set_op_type(n->op_type());
-    np->set_domain(normalize_domain(n->domain()));
-    if (!n->name().empty()) np->set_name(n->name());
-    for (const Value* in : n->inputs()) np->add_input(in ? in->name() : "");
-    for (const Value* o : n->outputs()) np->add_output(o ? o->name() : "");
-    for (const auto& [k, a] : n->attrs()) attr_to_proto(k, a, np->add_attribute());
+    node_to_proto(*n, [](const Value* v) { return v->name(); }, gp->add_node());
     for (const Value* o : n->outputs()) {
       if (!o || outputs.count(o)) continue;
       if (o->dtype() == DataType::kUndefined && !o->shape().rank_known) continue;

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "graph/error.h"
+#include "graph/limits.h"
 #include "graph/op_table.h"
 #include "graph/onnx_proto.h"
 
@@ -35,11 +36,16 @@ std::string supported_opsets(const std::string& domain, const std::string& op) {
 }
 
 // Fails with one message listing every node whose op otter cannot import.
-void check_ops(const onnx::GraphProto& gp, const std::map<std::string, int>& imports, const std::string& what) {
-  std::vector<std::string> bad;
+void check_ops(const onnx::GraphProto& gp, const std::map<std::string, int>& imports, const std::string& what,
+               std::vector<std::string>& bad, int depth) {
   const OpTable& table = OpTable::instance();
   for (int i = 0; i < gp.node_size(); ++i) {
     const auto& n = gp.node(i);
+    if (depth <= kMaxSubgraphDepth)  // deeper nesting is refused, with its own message, by import_subgraph
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) check_ops(a.g(), imports, what, bad, depth + 1);
+        for (const auto& sub : a.graphs()) check_ops(sub, imports, what, bad, depth + 1);
+      }
     std::string domain = normalize_domain(n.domain());
     std::string label = node_label(n, i);
     std::string op = domain.empty() ? n.op_type() : domain + "." + n.op_type();
@@ -60,6 +66,11 @@ void check_ops(const onnx::GraphProto& gp, const std::map<std::string, int>& imp
       bad.push_back(str_cat(op, " (", label, ")"));
     }
   }
+}
+
+void check_ops(const onnx::GraphProto& gp, const std::map<std::string, int>& imports, const std::string& what) {
+  std::vector<std::string> bad;
+  check_ops(gp, imports, what, bad, 1);
   if (!bad.empty()) fail(what, ": unsupported ops: ", join(bad, ", "));
 }
 
@@ -223,7 +234,7 @@ void add_nodes(ImportState& s) {
     n->set_opset(s.imports.at(domain));
     for (const auto& a : np.attribute()) {
       OTTER_CHECK(!n->has_attr(a.name()), s.what, ": ", desc, ": attribute '", a.name(), "' is given twice");
-      n->set_attr(a.name(), attr_from_proto(a, desc, s.base_dir));
+      n->set_attr(a.name(), node_attr_from_proto(a, SubgraphContext{s.imports, s.base_dir, str_cat(s.what, ": ", desc)}));
     }
     s.created.push_back(n);
   }
@@ -238,6 +249,11 @@ void add_nodes(ImportState& s) {
       if (!v) undefined.push_back(str_cat("'", in, "' (input of ", s.created[i]->describe(), ")"));
       s.created[i]->add_input(v);
     }
+    wire_implicit_inputs(*s.created[i], [&](const std::string& name) {
+      Value* v = s.g->find_value(name);
+      if (!v) undefined.push_back(str_cat("'", name, "' (read by a subgraph of ", s.created[i]->describe(), ")"));
+      return v;
+    });
   }
   if (!undefined.empty()) fail(s.what, ": undefined values: ", join(undefined, ", "));
   if (auto it = s.otter_meta.find(kApplyNodesKey); it != s.otter_meta.end())

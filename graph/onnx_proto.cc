@@ -128,7 +128,7 @@ Attribute attr_from_proto(const onnx::AttributeProto& a, const std::string& node
       return Attribute(std::vector<std::string>(a.strings().begin(), a.strings().end()));
     case onnx::AttributeProto::GRAPH:
     case onnx::AttributeProto::GRAPHS:
-      fail(what, " holds a subgraph; subgraph attributes (If, Loop, Scan) are not supported");
+      fail(what, " holds a subgraph where none is expected");  // node attributes: node_attr_from_proto
     case onnx::AttributeProto::TENSORS: fail(what, " holds a list of tensors, which is not supported");
     case onnx::AttributeProto::SPARSE_TENSOR:
     case onnx::AttributeProto::SPARSE_TENSORS: fail(what, " holds a sparse tensor, which is not supported");

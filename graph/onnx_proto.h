@@ -3,7 +3,9 @@
 // naming helpers. Library users include graph/onnx_io.h instead.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +61,23 @@ DeclaredType type_from_proto(const onnx::TypeProto& t, const std::string& what);
 void value_info_to_proto(const Value& v, onnx::ValueInfoProto* p);
 Attribute attr_from_proto(const onnx::AttributeProto& a, const std::string& node_desc, const std::string& base_dir);
 void attr_to_proto(const std::string& name, const Attribute& a, onnx::AttributeProto* p);
+
+// Subgraphs (graph/onnx_subgraph.cc): what the importer of an enclosing graph passes down.
+struct SubgraphContext {
+  std::map<std::string, int> imports;  // domain -> opset, the model's
+  std::string base_dir;
+  std::string what;  // names the node holding the subgraph, for errors
+  int depth = 1;     // nesting level of the subgraph being imported (graph/limits.h bounds it)
+};
+// A node attribute: subgraphs (GRAPH, GRAPHS) imported with import_subgraph, others as attr_from_proto.
+Attribute node_attr_from_proto(const onnx::AttributeProto& a, const SubgraphContext& ctx);
+std::shared_ptr<Graph> import_subgraph(const onnx::GraphProto& gp, const SubgraphContext& ctx);
+// Appends the node's implicit inputs: the outer value of each capture of its subgraphs.
+void wire_implicit_inputs(Node& n, const std::function<Value*(const std::string&)>& resolve);
+// A node with its formal inputs only and its subgraphs written out; `name_of` names its inputs.
+void node_to_proto(const Node& n, const std::function<std::string(const Value*)>& name_of, onnx::NodeProto* np);
+// A subgraph whose captures read the outer values named `capture_names`.
+void subgraph_to_proto(const Graph& g, const std::vector<std::string>& capture_names, onnx::GraphProto* gp);
 
 // Export (graph/onnx_export.cc) and import (graph/onnx_import.cc) of a whole model.
 onnx::ModelProto graph_to_model(const Graph& g);

@@ -6,6 +6,7 @@
 #include <onnx/defs/schema.h>
 #include <onnx/version_converter/convert.h>
 
+#include <map>
 #include <unordered_set>
 
 #include "graph/onnx_proto.h"
@@ -80,6 +81,83 @@ void check_attribute_types(const onnx::GraphProto& g, int opset, const std::stri
   }
 }
 
+// Scan before opset 9 has a batch axis 0 on every input and output; ONNX's Scan 8 -> 9 adapter
+// (onnx/version_converter/adapters/scan_8_9.h) drops it from the declared types but not from the
+// data, so a batch-1 model would be fed tensors one rank too high. The converted graph gets the
+// batch axis back around each such Scan of the main graph (Squeeze before, Unsqueeze after, both
+// on axis 0) and its inputs and outputs their declared types; batches above 1 are refused.
+std::vector<int> batched_scans(const onnx::ModelProto& m, int from, const std::string& what) {
+  std::vector<int> out;
+  if (from >= 9) return out;
+  const onnx::GraphProto& g = m.graph();
+  std::map<std::string, const onnx::TypeProto*> declared;
+  for (const auto& v : g.input()) declared[v.name()] = &v.type();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    if (n.op_type() != "Scan" || !normalize_domain(n.domain()).empty()) continue;
+    for (int k = 1; k < n.input_size(); ++k) {
+      auto it = declared.find(n.input(k));
+      if (it == declared.end() || !it->second->tensor_type().has_shape()) continue;
+      const auto& shape = it->second->tensor_type().shape();
+      if (shape.dim_size() > 0 && shape.dim(0).has_dim_value() && shape.dim(0).dim_value() != 1)
+        fail(what, ": Scan (output '", n.output_size() ? n.output(0) : "", "') at opset ", from,
+             " has a batch of ", shape.dim(0).dim_value(), "; otter upgrades opset-8 Scan with batch 1 only");
+    }
+    out.push_back(i);
+  }
+  return out;
+}
+
+void restore_scan_batch(const onnx::ModelProto& original, const std::vector<int>& scans, onnx::ModelProto& m) {
+  if (scans.empty()) return;
+  onnx::GraphProto* g = m.mutable_graph();
+  onnx::TensorProto* axes = g->add_initializer();
+  axes->set_name("otter.scan8.axes");
+  axes->set_data_type(onnx::TensorProto::INT64);
+  axes->add_dims(1);
+  axes->add_int64_data(0);
+  std::unordered_set<std::string> touched;
+  for (int i : scans) {
+    const onnx::NodeProto& before = original.graph().node(i);
+    onnx::NodeProto* scan = nullptr;
+    for (auto& n : *g->mutable_node())
+      if (n.op_type() == "Scan" && n.output_size() && n.output(0) == before.output(0)) scan = &n;
+    if (!scan) continue;
+    for (int k = 0; k < scan->input_size(); ++k) {
+      std::string unbatched = scan->input(k) + ".otter.unbatched";
+      onnx::NodeProto* sq = g->add_node();
+      sq->set_op_type("Squeeze");
+      sq->add_input(scan->input(k));
+      sq->add_input(axes->name());
+      sq->add_output(unbatched);
+      touched.insert(scan->input(k));
+      scan->set_input(k, unbatched);
+    }
+    for (int k = 0; k < scan->output_size(); ++k) {
+      std::string batched = scan->output(k);
+      scan->set_output(k, batched + ".otter.unbatched");
+      onnx::NodeProto* un = g->add_node();
+      un->set_op_type("Unsqueeze");
+      un->add_input(scan->output(k));
+      un->add_input(axes->name());
+      un->add_output(batched);
+      touched.insert(batched);
+    }
+  }
+  // The declared types the adapter cut down go back to the original ones.
+  auto restore = [&](google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* now,
+                     const google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>& was) {
+    for (auto& v : *now)
+      for (const auto& o : was)
+        if (o.name() == v.name() && touched.count(v.name())) *v.mutable_type() = o.type();
+  };
+  restore(g->mutable_input(), original.graph().input());
+  restore(g->mutable_output(), original.graph().output());
+  auto* vi = g->mutable_value_info();
+  for (int k = vi->size() - 1; k >= 0; --k)
+    if (touched.count(vi->Get(k).name())) vi->DeleteSubrange(k, 1);
+}
+
 }  // namespace
 
 std::optional<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& m, const std::string& what) {
@@ -91,8 +169,11 @@ std::optional<onnx::ModelProto> upgrade_opset(const onnx::ModelProto& m, const s
          " at import");
   check_defined_before_upgrade(m.graph(), {}, what);
   check_attribute_types(m.graph(), from, what);
+  const std::vector<int> scans = batched_scans(m, from, what);
   try {
-    return onnx::version_conversion::ConvertVersion(m, kMinOnnxOpset);
+    onnx::ModelProto up = onnx::version_conversion::ConvertVersion(m, kMinOnnxOpset);
+    restore_scan_batch(m, scans, up);
+    return up;
   } catch (const std::exception& e) {
     fail(what, ": upgrading opset ", from, " to ", kMinOnnxOpset, " with ONNX's version converter failed: ", e.what());
   }

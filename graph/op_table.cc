@@ -84,6 +84,7 @@ OpTable& OpTable::instance() {
     register_einsum_ops(*t);
     register_lrn_det_ops(*t);
     register_grid_sample_ops(*t);
+    register_control_flow_ops(*t);
     register_select_ops(*t);
     register_recurrent_ops(*t);
     return t;

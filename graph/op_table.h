@@ -125,6 +125,7 @@ void register_training_ops(OpTable& t);  // graph/ops/training.cc
 void register_einsum_ops(OpTable& t);  // graph/ops/einsum.cc
 void register_lrn_det_ops(OpTable& t);  // graph/ops/lrn_det.cc
 void register_grid_sample_ops(OpTable& t);  // graph/ops/grid_sample.cc
+void register_control_flow_ops(OpTable& t);  // graph/ops/control_flow.cc
 
 // Runs shape/type inference for one node; fails with the node's name when the op is unknown.
 void infer_node(Node& n);

@@ -35,7 +35,9 @@ std::string node_to_string(const Node& n) {
   os << " = ";
   if (!n.domain().empty()) os << n.domain() << ".";
   os << n.op_type() << "(";
-  for (int i = 0; i < n.num_inputs(); ++i) os << (i ? ", " : "") << ref(n.input(i));
+  const int formal = n.num_formal_inputs();
+  for (int i = 0; i < formal; ++i) os << (i ? ", " : "") << ref(n.input(i));
+  for (int i = formal; i < n.num_inputs(); ++i) os << (i > formal ? ", " : formal ? "; captures " : "captures ") << ref(n.input(i));
   os << ")";
   if (!n.attrs().empty()) {
     os << " {";
@@ -49,6 +51,52 @@ std::string node_to_string(const Node& n) {
   return os.str();
 }
 
+namespace {
+
+// The graph's lines from its inputs to its outputs, each indented by `ind`; a node's subgraphs
+// follow it, indented one level more.
+void print_body(const Graph& g, std::ostream& os, const PrintOptions& opts, const std::string& ind) {
+  for (const Value* v : g.captures()) os << ind << "capture " << decl(v) << "\n";
+  for (const Value* v : g.inputs()) os << ind << "input " << decl(v) << "\n";
+  for (const Value* v : g.values()) {
+    if (v->kind() == ValueKind::kInitializer)
+      os << ind << (v->trainable() ? "param " : "const ") << decl(v)
+         << (v->trainable() ? "" : small_data(v->data())) << "\n";
+    else if (v->kind() == ValueKind::kState)
+      os << ind << "state " << decl(v) << "\n";
+  }
+  Program prog = Program::kMicroStep;
+  for (const auto& n : g.nodes()) {
+    if (n->program() != prog) {
+      prog = n->program();
+      os << ind << (prog == Program::kApply ? "// apply program (once per optimizer step)\n"
+                                            : "// micro-step program\n");
+    }
+    os << ind << node_to_string(*n);
+    if (opts.show_node_names && !n->name().empty()) os << "  # " << n->name();
+    os << "\n";
+    for (const auto& [k, a] : n->attrs()) {
+      std::vector<const Graph*> subs;
+      if (a.kind() == Attribute::Kind::kGraph) subs.push_back(a.g().get());
+      if (a.kind() == Attribute::Kind::kGraphs)
+        for (const auto& sg : a.graphs()) subs.push_back(sg.get());
+      for (const Graph* sg : subs) {
+        os << ind << "  " << k << ": graph " << sg->name << " {\n";
+        print_body(*sg, os, opts, ind + "    ");
+        os << ind << "  }\n";
+      }
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> updates;
+  for (const auto& [s, u] : g.state_updates) updates.emplace_back(s->name(), u ? u->name() : "_");
+  std::sort(updates.begin(), updates.end());
+  for (const auto& [s, u] : updates) os << ind << "update %" << s << " <- %" << u << "\n";
+  for (const auto& [p, gr] : g.gradients) os << ind << "gradient %" << p->name() << " <- " << ref(gr) << "\n";
+  for (const Value* v : g.outputs()) os << ind << "output " << ref(v) << "\n";
+}
+
+}  // namespace
+
 void print_graph(const Graph& g, std::ostream& os, const PrintOptions& opts) {
   os << "graph " << g.name << " (";
   bool first = true;
@@ -58,31 +106,7 @@ void print_graph(const Graph& g, std::ostream& os, const PrintOptions& opts) {
     first = false;
   }
   os << ") {\n";
-  for (const Value* v : g.inputs()) os << "  input " << decl(v) << "\n";
-  for (const Value* v : g.values()) {
-    if (v->kind() == ValueKind::kInitializer)
-      os << "  " << (v->trainable() ? "param " : "const ") << decl(v)
-         << (v->trainable() ? "" : small_data(v->data())) << "\n";
-    else if (v->kind() == ValueKind::kState)
-      os << "  state " << decl(v) << "\n";
-  }
-  Program prog = Program::kMicroStep;
-  for (const auto& n : g.nodes()) {
-    if (n->program() != prog) {
-      prog = n->program();
-      os << (prog == Program::kApply ? "  // apply program (once per optimizer step)\n"
-                                     : "  // micro-step program\n");
-    }
-    os << "  " << node_to_string(*n);
-    if (opts.show_node_names && !n->name().empty()) os << "  # " << n->name();
-    os << "\n";
-  }
-  std::vector<std::pair<std::string, std::string>> updates;
-  for (const auto& [s, u] : g.state_updates) updates.emplace_back(s->name(), u ? u->name() : "_");
-  std::sort(updates.begin(), updates.end());
-  for (const auto& [s, u] : updates) os << "  update %" << s << " <- %" << u << "\n";
-  for (const auto& [p, gr] : g.gradients) os << "  gradient %" << p->name() << " <- " << ref(gr) << "\n";
-  for (const Value* v : g.outputs()) os << "  output " << ref(v) << "\n";
+  print_body(g, os, opts, "  ");
   for (const auto& [p, plan] : g.memory_plans) {
     os << "  plan " << (p == Program::kApply ? "apply" : "micro-step") << ": arena " << plan.arena_bytes
        << " B (free-after-last-use peak " << plan.unplanned_peak_bytes << " B)\n";

@@ -72,6 +72,8 @@ void write_attr(const Attribute& a, JsonWriter& w) {
     case Attribute::Kind::kFloats: write_list(a.floats(), w); break;
     case Attribute::Kind::kInts: write_list(a.ints(), w); break;
     case Attribute::Kind::kStrings: write_list(a.strings(), w); break;
+    case Attribute::Kind::kGraph:
+    case Attribute::Kind::kGraphs: w.value(a.to_string()); break;  // subgraphs by name only
   }
 }
 

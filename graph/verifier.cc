@@ -92,6 +92,8 @@ std::vector<std::string> verify_graph(const Graph& g, const VerifyOptions& opts)
       continue;
     }
     if (opts.check_types && def->infer) recheck_types(n, *def, problems);
+    for (const Graph* sub : n.subgraphs())
+      for (const std::string& p : verify_graph(*sub, opts)) bad(n.describe(), ": subgraph '", sub->name, "': ", p);
   }
   for (const Value* o : g.outputs()) {
     if (!o) bad("graph output is null");

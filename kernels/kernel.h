@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -28,6 +29,17 @@ class HostAllocator : public Allocator {
   Tensor allocate(DataType t, const std::vector<int64_t>& dims) override { return Tensor(t, dims); }
   static HostAllocator& instance();
 };
+
+// Runs a subgraph (an If branch, a Loop or Scan body) for the control-flow kernels
+// (kernels/cpu/control_flow.cc). The runtime implements it with a nested Executor
+// (runtime/executor.cc): kernels may not include the runtime (docs/architecture.md).
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  // Feeds keyed by the subgraph's input and capture names; returns its outputs in order.
+  virtual std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds) = 0;
+};
+using SubgraphRunnerFactory = std::function<std::unique_ptr<SubgraphRunner>(const Graph&, Device*)>;
 
 // Everything a kernel sees while it runs: its node (attributes), input tensors, output slots.
 class KernelContext {
@@ -57,6 +69,8 @@ class KernelContext {
   // True on the first micro-step of an optimizer step: accumulating kernels then write their
   // accumulator instead of adding to it (no zeroing kernel).
   bool first_micro_step = true;
+  // Builds runners of subgraphs (set by the executor; null where nothing can run them).
+  const SubgraphRunnerFactory* subgraph_runner = nullptr;
   // A host copy of input i where the executor has one (constants of the graph, feeds given on the
   // host), else null: device kernels read shape-like inputs (Reshape's shape) from it, no copy back.
   const Tensor* host_input(int i) const {

@@ -101,6 +101,21 @@ std::unordered_set<const Node*> needed_nodes(const Value* loss, const std::unord
   return needed;
 }
 
+// Control flow is differentiated once canonicalize has inlined it (passes/control_flow.h): what
+// would have let it, for the message.
+std::string control_flow_hint(const Node& n) {
+  if (!n.domain().empty()) return "";
+  if (n.op_type() == "If")
+    return " (its condition is known only at run time; make it a constant, an initializer or Constant, and run "
+           "canonicalize first, which inlines the taken branch)";
+  if (n.op_type() == "Loop")
+    return " (its trip count is known only at run time; with a constant trip count M and a condition that is "
+           "absent or constant true, canonicalize unrolls it)";
+  if (n.op_type() == "Scan")
+    return " (its sequence length is not static; with static scan-input lengths canonicalize unrolls it)";
+  return "";
+}
+
 // Every needed node must have a rule: one error listing all that lack one.
 void check_rules(const std::vector<Node*>& nodes, const std::unordered_set<const Node*>& needed) {
   std::vector<std::string> missing;
@@ -108,7 +123,9 @@ void check_rules(const std::vector<Node*>& nodes, const std::unordered_set<const
     if (!needed.count(n)) continue;
     const OpDef& def = OpTable::instance().get(*n);
     if (def.grad_kind == GradKind::kRule && def.grad) continue;
-    missing.push_back(str_cat(n->describe(), def.grad_kind == GradKind::kNotDifferentiable ? " (not differentiable)" : ""));
+    std::string hint = control_flow_hint(*n);
+    if (hint.empty() && def.grad_kind == GradKind::kNotDifferentiable) hint = " (not differentiable)";
+    missing.push_back(n->describe() + hint);
   }
   if (missing.empty()) return;
   std::string msg = str_cat("autodiff: ", missing.size(), " op", missing.size() == 1 ? "" : "s",

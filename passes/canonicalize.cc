@@ -2,7 +2,9 @@
 #include "passes/canonicalize.h"
 
 #include "graph/error.h"
+#include "graph/limits.h"
 #include "graph/op_table.h"
+#include "passes/control_flow.h"
 #include "passes/recurrent.h"
 
 #include <algorithm>
@@ -43,10 +45,8 @@ Tensor shape_constant(const Node& n) {
   return Tensor::from_vector<int64_t>({static_cast<int64_t>(part.size())}, part);
 }
 
-}  // namespace
-
-CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
-  CanonicalizeStats st;
+// One forward sweep over the nodes there are now (those inlined from subgraphs wait for the next).
+void sweep(Graph& g, ConstantEvaluator* evaluator, CanonicalizeStats& st) {
   for (Node* n : g.node_list()) {
     const bool onnx = n->domain().empty();
     if (onnx && n->op_type() == "Constant") {
@@ -67,6 +67,10 @@ CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
       continue;
     }
     infer_node(*n);
+    if (inline_control_flow(g, n)) {
+      ++st.control_flow_inlined;
+      continue;
+    }
     if (is_recurrent(*n)) {
       unroll_recurrent(g, n);
       ++st.recurrent_unrolled;
@@ -114,6 +118,18 @@ CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
     if (unused) g.remove_node(n);
     ++st.constants_folded;
   }
+}
+
+}  // namespace
+
+CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
+  CanonicalizeStats st;
+  // Inlined branches and bodies are swept again: they may fold, and hold control flow themselves.
+  for (int round = 0; round <= kMaxSubgraphDepth; ++round) {
+    const int64_t inlined = st.control_flow_inlined;
+    sweep(g, evaluator, st);
+    if (st.control_flow_inlined == inlined) break;
+  }
   st.nodes_removed = g.remove_dead_nodes();
   for (Value* v : g.initializers())
     if (!v->trainable() && v->uses().empty() && !v->is_graph_output()) {
@@ -125,7 +141,7 @@ CanonicalizeStats canonicalize(Graph& g, ConstantEvaluator* evaluator) {
 
 std::string CanonicalizePass::summary() const {
   return "fold constants and static shape arithmetic, lift Constant nodes, drop Identity and dead nodes, unroll "
-         "RNN/GRU/LSTM";
+         "RNN/GRU/LSTM, inline If of constant condition, unroll Loop/Scan of static length";
 }
 
 void CanonicalizePass::run(Graph& g, PassContext& ctx) {
@@ -136,7 +152,8 @@ void CanonicalizePass::run(Graph& g, PassContext& ctx) {
                 {"identities_removed", st.identities_removed},
                 {"nodes_removed", st.nodes_removed},
                 {"initializers_removed", st.initializers_removed},
-                {"recurrent_unrolled", st.recurrent_unrolled}});
+                {"recurrent_unrolled", st.recurrent_unrolled},
+                {"control_flow_inlined", st.control_flow_inlined}});
 }
 
 }  // namespace otter

@@ -10,6 +10,9 @@
 //   - Identity nodes are removed (a graph output keeps its name);
 //   - RNN, GRU and LSTM nodes are unrolled over their static sequence length into primitive ops
 //     (passes/recurrent.h);
+//   - an If with a constant condition becomes its taken branch, and a Loop with a static trip
+//     count or a Scan of static length is unrolled (passes/control_flow.h); what they inline is
+//     swept again;
 //   - dead nodes and unused non-trainable initializers are removed.
 // Needs: an evaluator in the PassContext for folding (without one, only the structural rewrites
 // run). Does not: fold through parameters or state, fold stochastic ops (Dropout), or fold results
@@ -31,6 +34,7 @@ struct CanonicalizeStats {
   int64_t nodes_removed = 0;
   int64_t initializers_removed = 0;
   int64_t recurrent_unrolled = 0;
+  int64_t control_flow_inlined = 0;  // If, Loop and Scan nodes inlined or unrolled
 };
 
 // The pass as a free function (tests call it directly).

@@ -208,6 +208,34 @@ void Executor::bind_feeds(const std::map<std::string, Tensor>& feeds, std::vecto
   }
 }
 
+namespace {
+
+// The executor's SubgraphRunner (kernels/kernel.h): a nested Executor over the subgraph on the
+// same device, planned once per control-flow kernel and run per iteration.
+class NestedRunner : public SubgraphRunner {
+ public:
+  NestedRunner(const Graph& g, Device* device) : graph_(g), exec_(g, ExecutorOptions{.device = device}) {}
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds) override {
+    std::map<std::string, Tensor> out = exec_.run(feeds);
+    std::vector<Tensor> result;
+    for (const Value* v : graph_.outputs()) result.push_back(out.at(v->name()));
+    return result;
+  }
+
+ private:
+  const Graph& graph_;
+  Executor exec_;
+};
+
+const SubgraphRunnerFactory& nested_runner_factory() {
+  static const SubgraphRunnerFactory f = [](const Graph& g, Device* device) -> std::unique_ptr<SubgraphRunner> {
+    return std::make_unique<NestedRunner>(g, device);
+  };
+  return f;
+}
+
+}  // namespace
+
 void Executor::run_step(Step& s, std::vector<Tensor>& slots, const std::vector<const Tensor*>& host_slots) {
   const bool on_device = device_->type() != DeviceType::kCpu;
   std::vector<const Tensor*> ins, host_ins;
@@ -230,6 +258,7 @@ void Executor::run_step(Step& s, std::vector<Tensor>& slots, const std::vector<c
   ctx.device = device_;
   ctx.rng = &rng_;
   ctx.first_micro_step = first_micro_step_;
+  ctx.subgraph_runner = &nested_runner_factory();
   run_kernel(*s.kernel, ctx, *s.node, *device_, on_device);
   for (size_t i = 0; i < s.out_slots.size(); ++i)
     if (s.out_slots[i] >= 0) check_output(*s.node, s.node->output(static_cast<int>(i)), slots[s.out_slots[i]]);

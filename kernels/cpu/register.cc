@@ -13,6 +13,7 @@ void register_cpu_linalg_kernels(KernelRegistry& r);  // linalg.cc: Einsum, Det
 void register_cpu_lrn_kernels(KernelRegistry& r);  // lrn.cc: LRN, LRNGrad
 void register_cpu_grid_sample_kernels(KernelRegistry& r);  // grid_sample.cc: GridSample, GridSampleGrad
 void register_cpu_bias_gelu_kernels(KernelRegistry& r);  // bias_gelu.cc: BiasGelu, BiasGeluGrad
+void register_cpu_control_flow_kernels(KernelRegistry& r);  // control_flow.cc: If, Loop, Scan
 
 void register_cpu_kernels(KernelRegistry& r) {
   cpu::active_isa();  // a bad OTTER_ISA fails here, before any kernel runs
@@ -24,6 +25,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_nn_kernels(r);
   register_cpu_math_kernels(r);
   register_cpu_scan_kernels(r);
+  register_cpu_control_flow_kernels(r);
   register_cpu_gather_scatter_kernels(r);
   register_cpu_normalize_kernels(r);
   register_cpu_resize_kernels(r);
