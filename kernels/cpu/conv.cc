@@ -62,23 +62,12 @@ class ConvKernel : public cpu::FloatKernel<ConvKernel> {
     Tensor& y = ctx.allocate_output(0, x.dtype(), odims);
     const int64_t L = g.out_plane;
     if (batch == 0 || cout == 0 || L == 0) return;
-    const S* px = static_cast<const S*>(x.raw());
-    const S* pw = static_cast<const S*>(w.raw());
+    const S *px = static_cast<const S*>(x.raw()), *pw = static_cast<const S*>(w.raw());
     S* py = static_cast<S*>(y.raw());
     const int64_t mg = cout / group_, kc = cg * g.k_size;
 
     if (cg == 1 && group_ > 1 && mg <= 8) {  // depthwise (small channel multiplier): direct, no im2col
-      if constexpr (kRound) {
-        // On X and W widened (bf16 products are exact in float32, sums accumulate in float32).
-        float* buf = oscratch_.get<float>(static_cast<size_t>(x.numel() + w.numel() + y.numel()));
-        float *xf = buf, *wf = buf + x.numel(), *yf = wf + w.numel();
-        parallel_ranges(x.numel(), [&](int64_t b, int64_t e) { widen_bf16(px + b, xf + b, e - b); });
-        widen_bf16(pw, wf, w.numel());
-        depthwise<float>(g, xf, wf, pbias, yf, batch, cin, mg);
-        parallel_ranges(y.numel(), [&](int64_t b, int64_t e) { round_to_bf16(yf + b, py + b, e - b); });
-      } else {
-        depthwise<S>(g, px, pw, pbias, py, batch, cin, mg);
-      }
+      depthwise_any<S>(g, x, w, pbias, y, mg);
       return;
     }
     bool pointwise = true;  // 1x1, stride 1, no padding: X itself is the column matrix
@@ -133,17 +122,43 @@ class ConvKernel : public cpu::FloatKernel<ConvKernel> {
           for (int64_t m = 0; m < mg; ++m) std::fill(dst + m * ld, dst + (m + 1) * ld, pbias[gi * mg + m]);
         }
         conv_gemm<S>(false, false, mg, ld, kce, wg, kce, col, ld, gemm_beta, dst, ld);
-        if (dst == out) {
-#pragma omp parallel for schedule(static) if (mg * ld > 65536)
-          for (int64_t b = 0; b < nb; ++b)
-            for (int64_t m = 0; m < mg; ++m) {
-              const A* src = out + m * ld + b * L;
-              S* yrow = py + ((n0 + b) * cout + gi * mg + m) * L;
-              if constexpr (kRound) round_to_bf16(src, yrow, L);
-              else std::memcpy(yrow, src, L * sizeof(S));
-            }
-        }
+        if (dst == out) store_chunk(out, py + (n0 * cout + gi * mg) * L, nb, mg, cout, L);
       }
+    }
+  }
+
+  // Y[b, m] (images b, channels m of a chunk; y0 the first one's) = out[m, b*L:(b+1)*L], copied,
+  // or rounded from float32 into bfloat16.
+  template <typename S, typename A>
+  static void store_chunk(const A* out, S* y0, int64_t nb, int64_t mg, int64_t cout, int64_t L) {
+    const int64_t ld = nb * L;
+#pragma omp parallel for schedule(static) if (mg * ld > 65536)
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t m = 0; m < mg; ++m) {
+        const A* src = out + m * ld + b * L;
+        S* yrow = y0 + (b * cout + m) * L;
+        if constexpr (std::is_same_v<S, A>) std::memcpy(yrow, src, L * sizeof(S));
+        else round_to_bf16(src, yrow, L);
+      }
+  }
+
+  // The depthwise convolution; a bfloat16 one on X and W widened (bf16 products are exact in
+  // float32, the sums accumulate in float32), rounded once into Y.
+  template <typename S>
+  void depthwise_any(const Geometry& g, const Tensor& x, const Tensor& w, const conv_acc_t<S>* pbias, Tensor& y,
+                     int64_t mg) {
+    const S* px = static_cast<const S*>(x.raw());
+    const S* pw = static_cast<const S*>(w.raw());
+    S* py = static_cast<S*>(y.raw());
+    if constexpr (std::is_same_v<S, conv_acc_t<S>>) {
+      depthwise<S>(g, px, pw, pbias, py, x.dim(0), x.dim(1), mg);
+    } else {
+      float* buf = oscratch_.get<float>(static_cast<size_t>(x.numel() + w.numel() + y.numel()));
+      float *xf = buf, *wf = buf + x.numel(), *yf = wf + w.numel();
+      parallel_ranges(x.numel(), [&](int64_t b, int64_t e) { widen_bf16(px + b, xf + b, e - b); });
+      widen_bf16(pw, wf, w.numel());
+      depthwise<float>(g, xf, wf, pbias, yf, x.dim(0), x.dim(1), mg);
+      parallel_ranges(y.numel(), [&](int64_t b, int64_t e) { round_to_bf16(yf + b, py + b, e - b); });
     }
   }
 
