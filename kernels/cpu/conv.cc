@@ -1,5 +1,7 @@
 // CPU kernels for Conv (N-D, groups, im2col + BLAS GEMM, direct depthwise) and pooling (MaxPool
-// with Indices, AveragePool, GlobalAveragePool, GlobalMaxPool).
+// with Indices, AveragePool, GlobalAveragePool, GlobalMaxPool). A bfloat16 Conv runs im2col on its
+// bits and the GEMM on the CPU's bf16 dot products (kernels/cpu/gemm_bf16.h) into float32, rounded
+// once into Y.
 #include <omp.h>
 
 #include <algorithm>
@@ -10,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/window.h"
 
@@ -32,29 +36,38 @@ class ConvKernel : public cpu::FloatKernel<ConvKernel> {
     if (group_ <= 0) fail(n.describe(), ": group must be positive");
   }
 
+  void run(KernelContext& ctx) override {
+    if (ctx.input(0).dtype() == DataType::kBFloat16) return compute<uint16_t>(ctx);
+    cpu::FloatKernel<ConvKernel>::run(ctx);
+  }
+
  private:
   friend cpu::FloatKernel<ConvKernel>;
-  template <typename T>
+  // S: the storage type of X, W, B and Y (float, double, or the bits of bfloat16). The GEMM sums
+  // into A (conv_acc_t: float32 for bfloat16, whose products it takes exactly), the bias added
+  // before the GEMM; a bfloat16 Y is that result rounded once.
+  template <typename S>
   void compute(KernelContext& ctx) {
+    using A = conv_acc_t<S>;
+    constexpr bool kRound = !std::is_same_v<S, A>;  // bfloat16: round the float32 result into Y
     const Tensor& x = ctx.input(0);
     const Tensor& w = ctx.input(1);
     const window::ConvShape cs = window::check_conv_shape(ctx, x, w, group_, w_.kernel);
     const int nsp = static_cast<int>(x.rank()) - 2;
     const int64_t batch = cs.batch, cin = cs.cin, cout = cs.cout, cg = cs.cg;
-    const T* pbias = bias<T>(ctx, cout, x);
+    const A* pbias = bias<S>(ctx, cout, x);
     const Geometry g = resolve_geometry(ctx, w_, cs.in, cs.kernel);
     std::vector<int64_t> odims = {batch, cout};
     odims.insert(odims.end(), g.out.begin(), g.out.end());
     Tensor& y = ctx.allocate_output(0, x.dtype(), odims);
     const int64_t L = g.out_plane;
     if (batch == 0 || cout == 0 || L == 0) return;
-    const T* px = x.data<T>();
-    const T* pw = w.data<T>();
-    T* py = y.data<T>();
+    const S *px = static_cast<const S*>(x.raw()), *pw = static_cast<const S*>(w.raw());
+    S* py = static_cast<S*>(y.raw());
     const int64_t mg = cout / group_, kc = cg * g.k_size;
 
     if (cg == 1 && group_ > 1 && mg <= 8) {  // depthwise (small channel multiplier): direct, no im2col
-      depthwise<T>(g, px, pw, pbias, py, batch, cin, mg);
+      depthwise_any<S>(g, x, w, pbias, y, mg);
       return;
     }
     bool pointwise = true;  // 1x1, stride 1, no padding: X itself is the column matrix
@@ -64,65 +77,105 @@ class ConvKernel : public cpu::FloatKernel<ConvKernel> {
     // Per group, chunks of nb images at once (nb bounded by the column budget):
     //   cols [kc, nb*L] = im2col of the nb images side by side (X itself when pointwise and nb = 1)
     //   out  [mg, nb*L] = W_g * cols (+ bias)       one GEMM per chunk, wide enough for BLAS
-    //   Y[n0+b, group's channels] = out[:, b*L:(b+1)*L]   (written in place when nb = 1)
+    //   Y[n0+b, group's channels] = out[:, b*L:(b+1)*L]   (written in place when nb = 1 and Y has
+    //                                                       the GEMM's type; else copied or rounded)
     // One wide GEMM instead of one per image keeps the weights packed once per chunk.
     // Kernel offsets that only ever see padding leave im2col and the GEMM (kc shrinks to kce):
     // the weights of the live offsets are gathered into W_live [cout, cg * live].
     const std::vector<int64_t> taps = pointwise ? std::vector<int64_t>{} : live_taps(g);
     const bool reduced = !pointwise && static_cast<int64_t>(taps.size()) < g.k_size;
     const int64_t kce = reduced ? cg * static_cast<int64_t>(taps.size()) : kc;
-    const T* wsrc = reduced ? live_weights(pw, cout, cg, g, taps) : pw;
+    const S* wsrc = reduced ? live_weights(pw, cout, cg, g, taps) : pw;
     const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>((kce + mg) * L, 1), 1, batch);
     const bool gather = chunk > 1 || !pointwise;
-    T* cols = gather ? scratch_.get<T>(static_cast<size_t>((kce + mg) * chunk * L)) : nullptr;
-    T* out = gather ? cols + kce * chunk * L : nullptr;
-    const T gemm_beta = pbias ? T(1) : T(0);
+    S* cols = gather ? scratch_.get<S>(static_cast<size_t>(kce * chunk * L)) : nullptr;
+    A* out = chunk > 1 || kRound ? oscratch_.get<A>(static_cast<size_t>(mg * chunk * L)) : nullptr;
+    const A gemm_beta = pbias ? A(1) : A(0);
     for (int64_t gi = 0; gi < group_; ++gi) {
-      const T* wg = wsrc + gi * mg * kce;
+      const S* wg = wsrc + gi * mg * kce;
       for (int64_t n0 = 0; n0 < batch; n0 += chunk) {
         const int64_t nb = std::min(chunk, batch - n0), ld = nb * L;
-        const T* col;
+        const S* col;
         if (pointwise && nb == 1) {
           col = px + (n0 * cin + gi * cg) * g.in_plane;
         } else {
           const bool par_images = nb > 1 && kce * ld > 32768;
 #pragma omp parallel for schedule(static) if (par_images)
           for (int64_t b = 0; b < nb; ++b) {
-            const T* xg = px + ((n0 + b) * cin + gi * cg) * g.in_plane;
-            T* cb = cols + b * L;
+            const S* xg = px + ((n0 + b) * cin + gi * cg) * g.in_plane;
+            S* cb = cols + b * L;
             if (pointwise) {
-              for (int64_t c = 0; c < cg; ++c) std::memcpy(cb + c * ld, xg + c * L, L * sizeof(T));
+              for (int64_t c = 0; c < cg; ++c) std::memcpy(cb + c * ld, xg + c * L, L * sizeof(S));
             } else {
-              isa_dispatch_if<std::is_same_v<T, float>>([&] {
+              isa_dispatch_if<!std::is_same_v<S, double>>([&] {
                 conv_im2col(g, xg, cg, cb, taps, !par_images, ld);
               });
             }
           }
           col = cols;
         }
-        T* dst = nb == 1 ? py + (n0 * cout + gi * mg) * L : out;
+        A* dst = out;
+        if constexpr (!kRound) {
+          if (nb == 1) dst = py + (n0 * cout + gi * mg) * L;
+        }
         if (pbias) {
           for (int64_t m = 0; m < mg; ++m) std::fill(dst + m * ld, dst + (m + 1) * ld, pbias[gi * mg + m]);
         }
-        cpu::gemm<T>(false, false, mg, ld, kce, T(1), wg, kce, col, ld, gemm_beta, dst, ld);
-        if (nb > 1) {
-#pragma omp parallel for schedule(static) if (mg * ld > 65536)
-          for (int64_t b = 0; b < nb; ++b)
-            for (int64_t m = 0; m < mg; ++m)
-              std::memcpy(py + ((n0 + b) * cout + gi * mg + m) * L, out + m * ld + b * L, L * sizeof(T));
-        }
+        conv_gemm<S>(false, false, mg, ld, kce, wg, kce, col, ld, gemm_beta, dst, ld);
+        if (dst == out) store_chunk(out, py + (n0 * cout + gi * mg) * L, nb, mg, cout, L);
       }
     }
   }
 
-  // Input 2 (B, [cout] of X's type) or null.
-  template <typename T>
-  static const T* bias(const KernelContext& ctx, int64_t cout, const Tensor& x) {
+  // Y[b, m] (images b, channels m of a chunk; y0 the first one's) = out[m, b*L:(b+1)*L], copied,
+  // or rounded from float32 into bfloat16.
+  template <typename S, typename A>
+  static void store_chunk(const A* out, S* y0, int64_t nb, int64_t mg, int64_t cout, int64_t L) {
+    const int64_t ld = nb * L;
+#pragma omp parallel for schedule(static) if (mg * ld > 65536)
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t m = 0; m < mg; ++m) {
+        const A* src = out + m * ld + b * L;
+        S* yrow = y0 + (b * cout + m) * L;
+        if constexpr (std::is_same_v<S, A>) std::memcpy(yrow, src, L * sizeof(S));
+        else round_to_bf16(src, yrow, L);
+      }
+  }
+
+  // The depthwise convolution; a bfloat16 one on X and W widened (bf16 products are exact in
+  // float32, the sums accumulate in float32), rounded once into Y.
+  template <typename S>
+  void depthwise_any(const Geometry& g, const Tensor& x, const Tensor& w, const conv_acc_t<S>* pbias, Tensor& y,
+                     int64_t mg) {
+    const S* px = static_cast<const S*>(x.raw());
+    const S* pw = static_cast<const S*>(w.raw());
+    S* py = static_cast<S*>(y.raw());
+    if constexpr (std::is_same_v<S, conv_acc_t<S>>) {
+      depthwise<S>(g, px, pw, pbias, py, x.dim(0), x.dim(1), mg);
+    } else {
+      float* buf = oscratch_.get<float>(static_cast<size_t>(x.numel() + w.numel() + y.numel()));
+      float *xf = buf, *wf = buf + x.numel(), *yf = wf + w.numel();
+      parallel_ranges(x.numel(), [&](int64_t b, int64_t e) { widen_bf16(px + b, xf + b, e - b); });
+      widen_bf16(pw, wf, w.numel());
+      depthwise<float>(g, xf, wf, pbias, yf, x.dim(0), x.dim(1), mg);
+      parallel_ranges(y.numel(), [&](int64_t b, int64_t e) { round_to_bf16(yf + b, py + b, e - b); });
+    }
+  }
+
+  // Input 2 (B, [cout] of X's type) or null; a bfloat16 B widened (exactly) into bias_.
+  template <typename S>
+  const conv_acc_t<S>* bias(const KernelContext& ctx, int64_t cout, const Tensor& x) {
     if (!ctx.has_input(2)) return nullptr;
     const Tensor& b = ctx.input(2);
     if (b.rank() != 1 || b.dim(0) != cout || b.dtype() != x.dtype())
       ctx.error(str_cat("bias ", b.describe(), " must be [", cout, "] of the type of X"));
-    return b.data<T>();
+    if constexpr (std::is_same_v<S, uint16_t>) {
+      bias_.resize(static_cast<size_t>(cout));
+      widen_bf16(static_cast<const uint16_t*>(b.raw()), bias_.data(), cout);
+      return bias_.data();
+    } else {
+      return b.data<S>();
+    }
   }
 
   // W_live [cout, cg * live]: the weights of the live kernel offsets `taps`, in scratch.
@@ -168,7 +221,8 @@ class ConvKernel : public cpu::FloatKernel<ConvKernel> {
 
   WindowAttrs w_;
   int64_t group_;
-  Scratch scratch_, wscratch_;
+  Scratch scratch_, oscratch_, wscratch_;
+  std::vector<float> bias_;  // a bfloat16 bias, widened
 };
 
 // ---- pooling ------------------------------------------------------------------------------------
@@ -359,7 +413,10 @@ void register_cpu_conv_kernels(KernelRegistry& r) {
              return make(n);
            }});
   };
-  add("Conv", kFloats, [](const Node& n) { return std::make_unique<ConvKernel>(n); });
+  // bfloat16 Conv multiplies on the bf16 GEMM (kernels/cpu/gemm_bf16.h); float16 comes through
+  // kernels/cpu/half.cc's widening wrapper.
+  add("Conv", {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16},
+      [](const Node& n) { return std::make_unique<ConvKernel>(n); });
   add("MaxPool", kMaxPoolTypes, [](const Node& n) { return std::make_unique<PoolKernel>(n, PoolKernel::Mode::kMax); });
   add("AveragePool", kFloats,
       [](const Node& n) { return std::make_unique<PoolKernel>(n, PoolKernel::Mode::kAverage); });

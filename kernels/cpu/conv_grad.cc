@@ -10,18 +10,27 @@
 //   dW_g += dYc * cols^T                      one GEMM per chunk (beta 0 on the first chunk: no fill)
 //   dX    = col2im(W_g^T * dYc)               one GEMM per chunk, then col2im per image
 //   dB    = sum of dY over images and positions
+// bfloat16 operands stay bfloat16 through im2col and the GEMMs, which run on the CPU's bf16 dot
+// products (kernels/cpu/gemm_bf16.h) into float32: dW, and dX after col2im's float32 sums, are
+// rounded once into the bfloat16 gradients.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "graph/op_table.h"
+#include "kernels/common/half.h"
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/window.h"
 
@@ -38,17 +47,27 @@ void check_grad_input(const KernelContext& ctx, const Tensor& dy, const std::vec
 }
 
 // The operands of a convolution's backward pass in the convolution's own terms: X [batch, cin,
-// in...], W [cout, cg, kernel...], dY [batch, cout, out...] over geometry g. dx (added to: the
-// caller fills it) and dw (written, or added to with dw_add) are null where not wanted; x may be
-// null where dw is.
-template <typename T>
+// in...], W [cout, cg, kernel...], dY [batch, cout, out...] over geometry g, stored as S (float,
+// double, or the bits of bfloat16). dx (added to: the caller fills it) and dw (written, or added to
+// with dw_add) are in the GEMMs' result type A (conv_acc_t: float32 for bfloat16, which the caller
+// rounds) and null where not wanted; x may be null where dw is.
+template <typename S>
 struct ConvBackward {
+  using A = conv_acc_t<S>;
   const Geometry& g;
   int64_t batch, cin, cout, group;
-  const T *dy, *x, *w;
-  T *dx, *dw;
+  const S *dy, *x, *w;
+  A *dx, *dw;
   bool dw_add;
 };
+
+// Two buffers carved from one scratch: n1 elements of T1, then n2 of T2.
+template <typename T1, typename T2>
+std::pair<T1*, T2*> scratch_pair(Scratch& scratch, int64_t n1, int64_t n2) {
+  const size_t off = (static_cast<size_t>(n1) * sizeof(T1) + alignof(T2) - 1) / alignof(T2) * alignof(T2);
+  char* b = scratch.get<char>(off + static_cast<size_t>(n2) * sizeof(T2));
+  return {reinterpret_cast<T1*>(b), reinterpret_cast<T2*>(b + off)};
+}
 
 // dY of images [n0, n0 + nb), output channels [m0, m0 + mg) side by side: dYc[m, b*L + l].
 template <typename T>
@@ -75,30 +94,38 @@ void scatter_live_dw(const T* dwl, T* dg, int64_t mg, int64_t cg, int64_t k_size
 // ConvGrad runs it for Conv's gradients; ConvTranspose's forward is its data pass (dY = the
 // ConvTranspose input, dX = its output). Kernel offsets that only ever see padding leave im2col and
 // the GEMMs (kc shrinks to kce): their dW is zero (or unchanged when accumulating); the live offsets'
-// weights and weight gradients go through W_live / dW_live [.., cg * live].
-template <typename T>
-void conv_backward(const ConvBackward<T>& a, Scratch& scratch, Scratch& wscratch) {
+// weights and weight gradients go through W_live / dW_live [.., cg * live]. With bfloat16 operands
+// the GEMMs run on the bf16 dot products (conv_gemm) into float32, col2im adds in float32.
+template <typename S>
+void conv_backward(const ConvBackward<S>& a, Scratch& scratch, Scratch& wscratch) {
+  using A = conv_acc_t<S>;
   const Geometry& g = a.g;
   const int64_t L = g.out_plane, cg = a.cin / a.group, mg = a.cout / a.group, kc = cg * g.k_size;
   if ((!a.dx && !a.dw) || a.batch == 0 || L == 0) {
-    if (a.dw && !a.dw_add) std::fill(a.dw, a.dw + a.cout * kc, T(0));
+    if (a.dw && !a.dw_add) std::fill(a.dw, a.dw + a.cout * kc, A(0));
     return;
   }
   const std::vector<int64_t> taps = live_taps(g);
   const bool reduced = static_cast<int64_t>(taps.size()) < g.k_size;
   const int64_t kce = reduced ? cg * static_cast<int64_t>(taps.size()) : kc;
   const int64_t chunk = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(kce * L, 1), 1, a.batch);
-  T* cols = scratch.get<T>(static_cast<size_t>(kce * chunk * L + mg * chunk * L));
-  T* dyc = cols + kce * chunk * L;
-  T* wl = nullptr;   // W_live [cout, kce]
-  T* dwl = nullptr;  // one group's dW_live [mg, kce]
+  // cols [kce, chunk*L] and dYc [mg, chunk*L] in S; W^T dYc [kce, chunk*L] in A: in cols where A
+  // is S, else in a buffer of its own (dcols).
+  constexpr bool kWiden = !std::is_same_v<S, A>;
+  const int64_t ncols = kce * chunk * L;
+  S* cols;
+  A* dcols_own;
+  std::tie(cols, dcols_own) = scratch_pair<S, A>(scratch, ncols + mg * chunk * L, kWiden ? ncols : 0);
+  S* dyc = cols + ncols;
+  A* dcols = kWiden ? dcols_own : reinterpret_cast<A*>(cols);
+  S* wl = nullptr;   // W_live [cout, kce]
+  A* dwl = nullptr;  // one group's dW_live [mg, kce]
   if (reduced) {
-    wl = wscratch.get<T>(static_cast<size_t>(std::max<int64_t>((a.cout + mg) * kce, 1)));
-    dwl = wl + a.cout * kce;
+    std::tie(wl, dwl) = scratch_pair<S, A>(wscratch, a.cout * kce, std::max<int64_t>(mg * kce, 1));
     gather_tap_weights(a.w, a.cout, cg, g.k_size, taps, wl);
   }
   for (int64_t gi = 0; gi < a.group; ++gi) {
-    T* dwg = a.dw ? (reduced ? dwl : a.dw + gi * mg * kc) : nullptr;
+    A* dwg = a.dw ? (reduced ? dwl : a.dw + gi * mg * kc) : nullptr;
     const bool add_to_dwg = a.dw_add && !reduced;
     for (int64_t n0 = 0; n0 < a.batch; n0 += chunk) {
       const int64_t nb = std::min(chunk, a.batch - n0), ld = nb * L;
@@ -107,20 +134,20 @@ void conv_backward(const ConvBackward<T>& a, Scratch& scratch, Scratch& wscratch
       if (dwg) {
 #pragma omp parallel for schedule(static) if (par)
         for (int64_t b = 0; b < nb; ++b) {
-          isa_dispatch_if<std::is_same_v<T, float>>([&] {
+          isa_dispatch_if<!std::is_same_v<S, double>>([&] {
             conv_im2col(g, a.x + ((n0 + b) * a.cin + gi * cg) * g.in_plane, cg, cols + b * L, taps, nb == 1, ld);
           });
         }
         // The first chunk writes the group's dW (beta 0), later chunks add to it.
-        cpu::gemm<T>(false, true, mg, kce, ld, T(1), dyc, ld, cols, ld, n0 == 0 && !add_to_dwg ? T(0) : T(1), dwg, kce);
+        conv_gemm<S>(false, true, mg, kce, ld, dyc, ld, cols, ld, n0 == 0 && !add_to_dwg ? A(0) : A(1), dwg, kce);
       }
       if (a.dx) {
-        const T* wg = reduced ? wl + gi * mg * kce : a.w + gi * mg * kc;
-        cpu::gemm<T>(true, false, kce, ld, mg, T(1), wg, kce, dyc, ld, T(0), cols, ld);
+        const S* wg = reduced ? wl + gi * mg * kce : a.w + gi * mg * kc;
+        conv_gemm<S>(true, false, kce, ld, mg, wg, kce, dyc, ld, A(0), dcols, ld);
 #pragma omp parallel for schedule(static) if (par)
         for (int64_t b = 0; b < nb; ++b) {
-          isa_dispatch_if<std::is_same_v<T, float>>([&] {
-            conv_col2im_add(g, cols + b * L, cg, a.dx + ((n0 + b) * a.cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
+          isa_dispatch_if<std::is_same_v<A, float>>([&] {
+            conv_col2im_add(g, dcols + b * L, cg, a.dx + ((n0 + b) * a.cin + gi * cg) * g.in_plane, taps, nb == 1, ld);
           });
         }
       }
@@ -128,7 +155,7 @@ void conv_backward(const ConvBackward<T>& a, Scratch& scratch, Scratch& wscratch
     if (a.dw && reduced && kce > 0)
       scatter_live_dw(dwl, a.dw + gi * mg * kc, mg, cg, g.k_size, taps, a.dw_add);
     else if (a.dw && reduced && !a.dw_add)
-      std::fill(a.dw + gi * mg * kc, a.dw + (gi + 1) * mg * kc, T(0));
+      std::fill(a.dw + gi * mg * kc, a.dw + (gi + 1) * mg * kc, A(0));
   }
 }
 
@@ -138,10 +165,20 @@ class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
     if (group_ <= 0) fail(n.describe(), ": group must be positive");
   }
 
+  void run(KernelContext& ctx) override {
+    if (ctx.input(0).dtype() == DataType::kBFloat16) return compute<uint16_t>(ctx);
+    cpu::FloatKernel<ConvGradKernel>::run(ctx);
+  }
+
  private:
   friend cpu::FloatKernel<ConvGradKernel>;
-  template <typename T>
+  // S: the storage type of dY, X, W and the gradients (float, double, or the bits of bfloat16).
+  // bfloat16 gradients are computed in float32 (dX summed by col2im, dW by the GEMM, both over
+  // exact bf16 products) and rounded once.
+  template <typename S>
   void compute(KernelContext& ctx) {
+    using A = conv_acc_t<S>;
+    constexpr bool kRound = !std::is_same_v<S, A>;
     const Tensor& dy = ctx.input(0);
     const Tensor& x = ctx.input(1);
     const Tensor& w = ctx.input(2);
@@ -153,47 +190,73 @@ class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
     std::vector<int64_t> ydims = {cs.batch, cs.cout};
     ydims.insert(ydims.end(), g.out.begin(), g.out.end());
     check_grad_input(ctx, dy, ydims, "Conv");
-    T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
+    S* dx = ctx.has_output(0) ? static_cast<S*>(ctx.allocate_output(0, x.dtype(), x.dims()).raw()) : nullptr;
     bool dw_add = false;  // add into dW (a fused accumulator after the first micro-step)
-    T* dw = dw_output<T>(ctx, w, dw_add);
-    T* db = ctx.has_output(2) ? ctx.allocate_output(2, w.dtype(), {cs.cout}).template data<T>() : nullptr;
-    if (db) bias_grad(dy.data<T>(), db, cs.batch, cs.cout, g.out_plane);
-    if (dx) std::fill(dx, dx + x.numel(), T(0));
-    conv_backward<T>({g, cs.batch, cs.cin, cs.cout, group_, dy.data<T>(), x.data<T>(), w.data<T>(), dx, dw, dw_add},
+    S* dw = dw_output<S>(ctx, w, dw_add);
+    S* db = ctx.has_output(2) ? static_cast<S*>(ctx.allocate_output(2, w.dtype(), {cs.cout}).raw()) : nullptr;
+    const S* pdy = static_cast<const S*>(dy.raw());
+    if (db) bias_grad(pdy, db, cs.batch, cs.cout, g.out_plane);
+    A* dxa = nullptr;  // dX and dW as the backward pass sums them: float32 buffers for bfloat16
+    A* dwa = nullptr;
+    if constexpr (kRound) {
+      std::tie(dxa, dwa) = scratch_pair<A, A>(gscratch_, dx ? x.numel() : 0, dw ? w.numel() : 0);
+      if (!dx) dxa = nullptr;
+      if (!dw) dwa = nullptr;
+    } else {
+      dxa = dx;
+      dwa = dw;
+    }
+    if (dxa) std::fill(dxa, dxa + x.numel(), A(0));
+    conv_backward<S>({g, cs.batch, cs.cin, cs.cout, group_, pdy, static_cast<const S*>(x.raw()),
+                      static_cast<const S*>(w.raw()), dxa, dwa, dw_add && !kRound},
                      scratch_, wscratch_);
+    if constexpr (kRound) {
+      if (dx) parallel_ranges(x.numel(), [&](int64_t b, int64_t e) { round_to_bf16(dxa + b, dx + b, e - b); });
+      if (dw && dw_add) {  // a bfloat16 accumulator: the float32 dW added to it in float32, rounded
+        for (int64_t i = 0; i < w.numel(); ++i) dw[i] = float_to_bf16(bf16_to_float(dw[i]) + dwa[i]);
+      } else if (dw) {
+        round_to_bf16(dwa, dw, w.numel());
+      }
+    }
   }
 
   // Output 1 (dW), or null where it is not wanted: the dW accumulator input 3 where the graph fused
   // accumulation into ConvGrad (`add`: add to it after the first micro-step), else a new tensor.
-  template <typename T>
-  static T* dw_output(KernelContext& ctx, const Tensor& w, bool& add) {
+  template <typename S>
+  static S* dw_output(KernelContext& ctx, const Tensor& w, bool& add) {
     if (!ctx.has_output(1)) return nullptr;
-    if (!ctx.has_input(3)) return ctx.allocate_output(1, w.dtype(), w.dims()).template data<T>();
+    if (!ctx.has_input(3)) return static_cast<S*>(ctx.allocate_output(1, w.dtype(), w.dims()).raw());
     const Tensor& acc = ctx.input(3);
     if (acc.dtype() != w.dtype() || acc.dims() != w.dims())
       ctx.error(str_cat("the dW accumulator ", acc.describe(), " does not match W ", w.describe()));
     ctx.alias_output(1, acc, acc.dims());
     Tensor a = acc;
     add = !ctx.first_micro_step;
-    return a.data<T>();
+    return static_cast<S*>(a.raw());
   }
 
-  template <typename T>
-  static void bias_grad(const T* dy, T* db, int64_t batch, int64_t cout, int64_t L) {
+  // dB = the sum of dY over images and positions, in float64, rounded once to S.
+  template <typename S>
+  static void bias_grad(const S* dy, S* db, int64_t batch, int64_t cout, int64_t L) {
 #pragma omp parallel for schedule(static) if (batch * cout * L > 32768)
     for (int64_t m = 0; m < cout; ++m) {
       double s = 0;
       for (int64_t n = 0; n < batch; ++n) {
-        const T* p = dy + (n * cout + m) * L;
-        for (int64_t l = 0; l < L; ++l) s += p[l];
+        const S* p = dy + (n * cout + m) * L;
+        if constexpr (std::is_same_v<S, uint16_t>) {
+          for (int64_t l = 0; l < L; ++l) s += bf16_to_float(p[l]);
+        } else {
+          for (int64_t l = 0; l < L; ++l) s += p[l];
+        }
       }
-      db[m] = static_cast<T>(s);
+      if constexpr (std::is_same_v<S, uint16_t>) db[m] = float_to_bf16(double_to_float_round_odd(s));
+      else db[m] = static_cast<S>(s);
     }
   }
 
   WindowAttrs w_;
   int64_t group_;
-  Scratch scratch_, wscratch_;
+  Scratch scratch_, wscratch_, gscratch_;
 };
 
 // ConvTranspose(X, W, B?): Y = B + the data gradient of the Conv from Y's shape to X's (W is that
@@ -303,7 +366,12 @@ void register_cpu_conv_grad_kernels(KernelRegistry& r) {
            .dtypes = kFloats,
            .create = [make](const Node& n) -> std::unique_ptr<Kernel> { return make(n); }});
   };
-  add("ConvGrad", [](const Node& n) { return std::make_unique<ConvGradKernel>(n); });
+  // bfloat16 ConvGrad multiplies on the bf16 GEMM (kernels/cpu/gemm_bf16.h); float16 comes through
+  // kernels/cpu/half.cc's widening wrapper, as do the others' half types.
+  r.add({.domain = kOtterDomain,
+         .op_type = "ConvGrad",
+         .dtypes = {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16},
+         .create = [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvGradKernel>(n); }});
   r.add({.op_type = "ConvTranspose", .dtypes = kFloats, .create = [](const Node& n) -> std::unique_ptr<Kernel> {
            return std::make_unique<ConvTransposeKernel>(n);
          }});

@@ -105,6 +105,18 @@ void round_into(const Tensor& src, Tensor& dst) {
   });
 }
 
+void widen_bf16(const uint16_t* x, float* y, int64_t n) {
+  isa_dispatch([&] {
+    for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(x[i]);
+  });
+}
+
+void round_to_bf16(const float* x, uint16_t* y, int64_t n) {
+  isa_dispatch([&] {
+    for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
+  });
+}
+
 }  // namespace cpu
 
 namespace {

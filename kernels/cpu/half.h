@@ -2,6 +2,8 @@
 // kernels that compute half-precision ops in float32 (kernels/cpu/half.cc).
 #pragma once
 
+#include <cstdint>
+
 #include "graph/tensor.h"
 
 namespace otter::cpu {
@@ -12,5 +14,11 @@ Tensor widen_to_float(const Tensor& t);
 void widen_into(const Tensor& t, Tensor& out);
 // Rounds a float32 tensor into a float16/bfloat16 one of the same dims, to nearest even.
 void round_into(const Tensor& src, Tensor& dst);
+
+// Runs of n values on the calling thread (callers that split their work into rows run these per
+// row): bfloat16 bits widened to float32 (exact), and float32 rounded to bfloat16 bits, to nearest
+// even (the values of round_into).
+void widen_bf16(const uint16_t* x, float* y, int64_t n);
+void round_to_bf16(const float* x, uint16_t* y, int64_t n);
 
 }  // namespace otter::cpu

@@ -13,6 +13,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "graph/op_table.h"
 
 namespace otter {
@@ -135,10 +136,17 @@ void gemm_accumulate_kernel(KernelContext& ctx) {
   int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
   if (k != kb || acc.dims() != std::vector<int64_t>{m, n})
     ctx.error(str_cat("shapes ", a.describe(), " x ", b.describe(), " do not fit accumulator ", acc.describe()));
-  if (a.dtype() != acc.dtype() || b.dtype() != acc.dtype())
-    ctx.error("operands and accumulator must share a dtype on the CPU");
   ctx.alias_output(0, acc, acc.dims());
   Tensor out = acc;
+  if (a.dtype() == DataType::kBFloat16 && b.dtype() == a.dtype() && acc.dtype() == DataType::kFloat32) {
+    // bf16 products summed in float32 into the accumulator (kernels/cpu/gemm_bf16.h).
+    cpu::gemm_bf16(ta, tb, m, n, k, static_cast<float>(alpha), static_cast<const uint16_t*>(a.raw()), ta ? m : k,
+                   static_cast<const uint16_t*>(b.raw()), tb ? k : n, ctx.first_micro_step ? 0.f : 1.f,
+                   out.data<float>(), n);
+    return;
+  }
+  if (a.dtype() != acc.dtype() || b.dtype() != acc.dtype())
+    ctx.error("operands and accumulator must share a dtype on the CPU (or be bf16 into a float32 accumulator)");
   for_float(acc.dtype(), [&](auto tag_) {
     using T = decltype(tag_);
     cpu::gemm<T>(ta, tb, m, n, k, static_cast<T>(alpha), a.data<T>(), b.data<T>(), ctx.first_micro_step ? T(0) : T(1),
@@ -431,7 +439,10 @@ void register_cpu_train_kernels(KernelRegistry& r) {
   r.add(def("SumToShape", kFloats, simple_kernel(sum_to_shape_kernel)));
   r.add(def("AccumulateGrad", {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16},
             simple_kernel(accumulate_kernel)));
-  r.add(def("GemmAccumulate", kFloats, simple_kernel(gemm_accumulate_kernel)));
+  // bf16 operands (into a float32 accumulator) multiply on the bf16 GEMM; float16 ones come through
+  // kernels/cpu/half.cc's widening wrapper.
+  r.add(def("GemmAccumulate", {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16},
+            simple_kernel(gemm_accumulate_kernel)));
   r.add(def("AllFinite", {}, simple_kernel(all_finite_kernel)));
   r.add(def("GlobalNormSq", {}, simple_kernel(global_norm_sq_kernel)));
   r.add(def("GradScale", {}, simple_kernel(grad_scale_kernel)));

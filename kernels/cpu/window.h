@@ -5,11 +5,15 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/common/window.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/kernel.h"
 
 namespace otter::cpu {
@@ -250,6 +254,21 @@ void conv_col2im_add(const Geometry& g, const T* col, int64_t channels, T* x, co
                      bool parallel, int64_t ld) {
   if (g.nsp == 2) col2im_add_2d(g, col, channels, x, taps, parallel, ld);
   else col2im_add(g, col, channels, x, parallel, ld);
+}
+
+// The convolutions' GEMMs over their storage type S: float and double through BLAS (gemm.h), the
+// bits of bfloat16 (uint16_t) on the bf16 GEMM (gemm_bf16.h), whose products are exact and whose
+// sums and result C are float32 (conv_acc_t), rounded once by the caller.
+template <typename S>
+using conv_acc_t = std::conditional_t<std::is_same_v<S, uint16_t>, float, S>;
+
+template <typename S>
+void conv_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const S* a, int64_t lda, const S* b,
+               int64_t ldb, conv_acc_t<S> beta, conv_acc_t<S>* c, int64_t ldc) {
+  if constexpr (std::is_same_v<S, uint16_t>)
+    gemm_bf16(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
+  else
+    gemm<S>(ta, tb, m, n, k, S(1), a, lda, b, ldb, beta, c, ldc);
 }
 
 // W_live[m, c*nt + j] = W[m, c, taps[j]]: the weights of the live kernel offsets, W being
