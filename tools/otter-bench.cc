@@ -11,15 +11,18 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
-#include <random>
 #include <optional>
+#include <random>
+#include <set>
 #include <sstream>
 #include <unistd.h>
 
 #include "graph/error.h"
 #include "graph/graph_stats.h"
+#include "graph/onnx_io.h"
 #include "runtime/distributed.h"
 #include "runtime/json.h"
 #include "runtime/memory_budget.h"
@@ -41,16 +44,23 @@ const char* kUsage =
     "\n"
     "Times optimizer steps of MODEL (median and spread over --steps steps after --warmup) and reports\n"
     "peak memory. MODEL is a path to an .onnx file or one of the benchmark models: mlp, cnn, gpt,\n"
-    "resnet18, gpt_large (models/bench/README.md), or 'all'. Batches are seeded random inputs and\n"
-    "labels; with --vs-torch the same batches train the PyTorch module the model was exported from\n"
-    "(models/bench/torch_bench.py) in the same invocation and the ratio is printed. Under mpirun -np N\n"
-    "(or with --ranks N) the step is data-parallel and the communication share is reported.\n"
+    "resnet18, gpt_large (models/bench/README.md), or 'all'; or zoo:NAME, the zoo transformer\n"
+    "models/zoo/NAME/NAME_op17.onnx (bert, distilbert, roberta, gpt2, llama), or 'zoo' for all five.\n"
+    "Batches are seeded random inputs and labels (floats in [0, 1), token ids in [0, the embedding's\n"
+    "rows), masks of ones, labels in [0, classes)); with --vs-torch the same batches train the PyTorch\n"
+    "module the model was exported from (models/bench/torch_bench.py) in the same invocation and the\n"
+    "ratio is printed; --vs-ort also takes zoo and .onnx models (ONNX Runtime Training then trains\n"
+    "otter's own parameter list; PyTorch is not run for them). Under mpirun -np N (or with --ranks N)\n"
+    "the step is data-parallel and the communication share is reported.\n"
     "\n"
     "options:\n";
 
 struct BenchModel {
   std::string name, path;
   int64_t batch;
+  // Exported by models/export_models.py from a PyTorch module that models/bench/torch_bench.py can
+  // build (--vs-torch); zoo models and other files are not (their modules need other environments).
+  bool torch = true;
 };
 
 // The benchmark models of models/bench/README.md with their default micro-batch.
@@ -59,6 +69,11 @@ const std::vector<BenchModel> kModels = {
     {"gpt", "gpt/gpt.onnx", 32},            {"resnet18", "resnet18/resnet18.onnx", 16},
     {"gpt_large", "bench/gpt_large.onnx", 8},
 };
+
+// The zoo transformers (models/zoo/zoo_models.py: vocabulary 64, 8 tokens), run as zoo:NAME from
+// their opset-17 export. Their exports fix the batch at 2 (make_zoo.py exports a batch of 2 without
+// dynamic axes), so that is their batch.
+const std::vector<std::string> kZooTransformers = {"bert", "distilbert", "roberta", "gpt2", "llama"};
 
 struct Timing {
   double median = 0, min = 0, max = 0;
@@ -85,8 +100,49 @@ int64_t class_count(const Graph& g) {
   fail("otter-bench: cannot tell the class count (no cross-entropy loss over static scores)");
 }
 
-// `count` seeded random samples for every batch input: floats uniform in [0, 1), integers (tokens,
-// labels) uniform in [0, classes).
+// Calls fn(node, input index) for every use of `in`, directly or through ops that only move or
+// convert its values (Reshape, Unsqueeze, ...: the loss flattens the labels, GPT-2's and BART's
+// exports flatten the token ids before their embedding Gather).
+template <typename Fn>
+void for_each_use(const Value* in, Fn fn) {
+  static const std::set<std::string> kPassThrough = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Cast"};
+  std::vector<const Value*> todo = {in};
+  std::set<const Value*> seen;
+  while (!todo.empty()) {
+    const Value* v = todo.back();
+    todo.pop_back();
+    if (!seen.insert(v).second) continue;
+    for (const auto& [n, i] : v->uses()) {
+      if (kPassThrough.count(n->op_type()) && i == 0) todo.push_back(n->output(0));
+      else fn(*n, i);
+    }
+  }
+}
+
+// Whether `in` is the labels of the cross-entropy loss.
+bool is_labels(const Value* in) {
+  bool labels = false;
+  for_each_use(in, [&](const Node& n, int i) { labels |= n.op_type() == "SoftmaxCrossEntropyLoss" && i == 1; });
+  return labels;
+}
+
+// The rows of the embedding table an integer input indexes: the smallest first dim of the tables
+// that a Gather along axis 0 reads with it as indices; 0 where no such Gather reads it.
+int64_t embedding_rows(const Value* in) {
+  int64_t rows = 0;
+  for_each_use(in, [&](const Node& n, int i) {
+    if (n.op_type() != "Gather" || i != 1 || n.attr_i("axis", 0) != 0) return;
+    const Shape& table = n.input(0)->shape();
+    if (table.rank_known && table.rank() >= 1 && table.dims[0].is_static())
+      rows = rows ? std::min(rows, table.dims[0].value) : table.dims[0].value;
+  });
+  return rows;
+}
+
+// `count` seeded random samples for every batch input: floats uniform in [0, 1); of the int64
+// inputs, the labels uniform in [0, classes), token ids (inputs an embedding Gather reads) uniform
+// in [0, its rows), and masks (a name containing "mask": attention_mask) all ones. Any other input
+// fails with its name: its valid values cannot be told from the graph.
 std::map<std::string, Tensor> random_samples(const TrainingSession& s, int64_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
   const int64_t classes = class_count(s.graph());
@@ -95,10 +151,18 @@ std::map<std::string, Tensor> random_samples(const TrainingSession& s, int64_t c
     std::vector<int64_t> dims = in->shape().static_dims();
     dims[0] = count;
     Tensor t(in->dtype(), dims);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (in->dtype() == DataType::kFloat32) t.data<float>()[i] = std::uniform_real_distribution<float>(0, 1)(rng);
-      else if (in->dtype() == DataType::kInt64) t.data<int64_t>()[i] = static_cast<int64_t>(rng() % classes);
-      else fail("otter-bench: input '", in->name(), "' has type ", dtype_name(in->dtype()), " (float32 or int64 expected)");
+    if (in->dtype() == DataType::kFloat32) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::uniform_real_distribution<float>(0, 1)(rng);
+    } else if (in->dtype() == DataType::kInt64) {
+      const bool mask = in->name().find("mask") != std::string::npos;
+      const int64_t range = is_labels(in) ? classes : mask ? 0 : embedding_rows(in);
+      OTTER_CHECK(mask || range > 0, "otter-bench: cannot generate input '", in->name(), "': an int64 input that is ",
+                  "neither the labels, nor token ids an embedding Gather reads, nor a mask (a name with 'mask'); ",
+                  "time this model with otter-train --data instead");
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.data<int64_t>()[i] = mask ? 1 : static_cast<int64_t>(rng() % static_cast<uint64_t>(range));
+    } else {
+      fail("otter-bench: input '", in->name(), "' has type ", dtype_name(in->dtype()), " (float32 or int64 expected)");
     }
     out[in->name()] = t;
   }
@@ -129,6 +193,7 @@ struct Result {
   std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
   int64_t flops_per_step = -1;     // otter's FLOP estimate of one optimizer step (-1: unknown)
   double comm_ms = 0;              // data-parallel: per step inside collectives (bench_dp.h)
+  std::vector<std::string> params;  // otter: the trainable parameters (TrainingSession::parameter_names)
 };
 
 struct Settings {
@@ -232,6 +297,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   r.arena_bytes = plans.count(Program::kMicroStep) ? plans.at(Program::kMicroStep).arena_bytes : 0;
   if (session->device().type() == DeviceType::kCpu) r.transient_bytes = host_peak_bytes() - live_before;
   r.flops_per_step = step_flops(session->graph(), st);
+  r.params = session->parameter_names();
   return r;
 }
 
@@ -258,13 +324,16 @@ Result bench_torch(const BenchModel& m, const Settings& st, const std::string& d
 }
 
 // ONNX Runtime Training (models/bench/ort_bench.py) from the virtual environment that
-// scripts/ort-venv.sh makes (and prints the python of).
+// scripts/ort-venv.sh makes (and prints the python of). It trains the PyTorch module's parameters
+// for a benchmark model, else the parameters in `params_path` (otter's, one name a line).
 Result bench_ort(const BenchModel& m, const Settings& st, const std::string& data_path, const std::string& python,
-                 const std::string& root) {
+                 const std::string& root, const std::string& params_path) {
   std::ostringstream cmd;
-  cmd << "'" << python << "' '" << root << "/models/bench/ort_bench.py' --model " << m.name << " --onnx '" << m.path
-      << "' --data '" << data_path << "' --batch " << st.batch << " --steps " << st.steps << " --warmup "
-      << st.warmup << " --threads " << st.threads << " --lr " << st.lr;
+  cmd << "'" << python << "' '" << root << "/models/bench/ort_bench.py' ";
+  if (m.torch) cmd << "--model " << m.name;
+  else cmd << "--params '" << params_path << "'";
+  cmd << " --onnx '" << m.path << "' --data '" << data_path << "' --batch " << st.batch << " --steps " << st.steps
+      << " --warmup " << st.warmup << " --threads " << st.threads << " --lr " << st.lr;
   return run_python_bench(cmd.str(), "ONNX Runtime");
 }
 
@@ -392,8 +461,28 @@ std::string ort_python(const std::string& root) {
 
 double median_of(std::vector<double> v) { return summarize(std::move(v)).median; }
 
+// Writes one name a line.
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream f(path);
+  for (const std::string& l : lines) f << l << "\n";
+  OTTER_CHECK(f.good(), "otter-bench: cannot write ", path);
+}
+
+std::string ms_list(const std::vector<double>& v, const char* fmt = "%.3g") {
+  std::string out;
+  char buf[32];
+  for (double x : v) {
+    std::snprintf(buf, sizeof buf, fmt, x);
+    if (!out.empty()) out += " ";
+    out += buf;
+  }
+  return out;
+}
+
 // --vs-ort: otter, PyTorch eager and ONNX Runtime Training on the same batches, `rounds` alternated
 // rounds per model; each framework's figure is the median over rounds of its median step time.
+// PyTorch runs for the benchmark models only (BenchModel::torch); ONNX Runtime trains the PyTorch
+// module's parameters there and otter's own parameter list for the others.
 void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Args& args, const std::string& root,
                const fs::path& tmp) {
   OTTER_CHECK(st.device == "cpu" && st.precision == "fp32" && st.optimizer == "adamw" && st.accum == 1 &&
@@ -405,59 +494,114 @@ void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Ar
   if (!args.has("json"))
     std::printf("| model | batch | otter ms | PyTorch ms | ORT ms | otter / PyTorch | otter / ORT | otter peak RSS | "
                 "ORT peak RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::vector<std::string> per_round, no_torch;
   for (const BenchModel& m : models) {
     st.batch = args.get_int("batch", m.batch);
-    const std::string data = (tmp / (m.name + ".npz")).string();
-    std::vector<double> o, t, r;
+    const std::string stem = m.name.substr(m.name.find(':') + 1);
+    const std::string data = (tmp / (stem + ".npz")).string(), params = (tmp / (stem + ".params")).string();
+    std::vector<double> o, t, r, ratio;
     Result mine, torch, ort;
     for (int64_t i = 0; i < rounds; ++i) {
       mine = bench_otter(m, st, data);
       o.push_back(mine.ms.median);
-      torch = bench_torch(m, st, data, root);
-      t.push_back(torch.ms.median);
-      ort = bench_ort(m, st, data, python, root);
+      if (m.torch) {
+        torch = bench_torch(m, st, data, root);
+        t.push_back(torch.ms.median);
+      } else {
+        write_lines(params, mine.params);
+      }
+      ort = bench_ort(m, st, data, python, root, params);
       r.push_back(ort.ms.median);
+      ratio.push_back(o.back() / r.back());
     }
-    const double om = median_of(o), tm = median_of(t), rm = median_of(r);
+    const double om = median_of(o), tm = m.torch ? median_of(t) : 0, rm = median_of(r);
+    if (!m.torch) no_torch.push_back(m.name);
     if (args.has("json")) {
       JsonObject j;
       j.add("model", m.name).add("batch", st.batch).add("threads", st.threads).add("rounds", rounds);
-      j.add("otter_ms", om).add("torch_ms", tm).add("ort_ms", rm).add("ort", ort.framework);
-      j.add("otter_over_torch", om / tm).add("otter_over_ort", om / rm);
+      j.add("otter_ms", om).add("ort_ms", rm).add("ort", ort.framework);
+      if (m.torch) j.add("torch_ms", tm).add("otter_over_torch", om / tm);
+      j.add("otter_over_ort", om / rm).add("trained_parameters", static_cast<int64_t>(mine.params.size()));
+      j.add("otter_ms_rounds", ms_list(o)).add("ort_ms_rounds", ms_list(r)).add("otter_over_ort_rounds", ms_list(ratio));
       j.add("otter_peak_rss_bytes", mine.peak_rss_bytes).add("ort_peak_rss_bytes", ort.peak_rss_bytes);
       std::cout << j.str() << std::endl;
       continue;
     }
-    std::printf("| %s | %lld | %.3g | %.3g | %.3g | %.3g | %.3g | %s | %s |\n", m.name.c_str(),
-                static_cast<long long>(st.batch), om, tm, rm, om / tm, om / rm, mib_text(mine.peak_rss_bytes).c_str(),
-                mib_text(ort.peak_rss_bytes).c_str());
+    char torch_ms[32] = "-", torch_ratio[32] = "-";
+    if (m.torch) {
+      std::snprintf(torch_ms, sizeof torch_ms, "%.3g", tm);
+      std::snprintf(torch_ratio, sizeof torch_ratio, "%.3g", om / tm);
+    }
+    std::printf("| %s | %lld | %.3g | %s | %.3g | %s | %.3g | %s | %s |\n", m.name.c_str(),
+                static_cast<long long>(st.batch), om, torch_ms, rm, torch_ratio, om / rm,
+                mib_text(mine.peak_rss_bytes).c_str(), mib_text(ort.peak_rss_bytes).c_str());
+    per_round.push_back(str_cat("  ", m.name, ": otter ms ", ms_list(o), "; ORT ms ", ms_list(r), "; otter / ORT ",
+                                ms_list(ratio, "%.2f")));
     std::fflush(stdout);
+  }
+  if (args.has("json")) return;
+  std::printf("\nper round (%lld alternated rounds, each a median of %lld steps):\n", static_cast<long long>(rounds),
+              static_cast<long long>(st.steps));
+  for (const std::string& l : per_round) std::printf("%s\n", l.c_str());
+  if (!no_torch.empty()) {
+    std::string names;
+    for (const std::string& n : no_torch) {
+      if (!names.empty()) names += ", ";
+      names += n;
+    }
+    std::printf("PyTorch is not run for %s: models/bench/torch_bench.py builds the benchmark models' modules only (the "
+                "zoo's, models/zoo/zoo_models.py, need the transformers environment of models/zoo/setup_venv.sh); "
+                "ONNX Runtime trains otter's trainable parameters there, the other initializers frozen.\n",
+                names.c_str());
   }
 }
 
-// The benchmark models `want` names ("all", one of kModels, or an ONNX file), checked to exist.
+// The batch a model file fixes (the static first dim of its inputs, as the zoo's exports have), or
+// `dflt` where every input's batch is free.
+int64_t fixed_batch(const std::string& path, int64_t dflt) {
+  auto g = import_onnx_file(path);
+  for (const Value* in : g->inputs())
+    if (in->shape().rank_known && in->shape().rank() > 0 && in->shape().dims[0].is_static())
+      return in->shape().dims[0].value;
+  return dflt;
+}
+
+// The models `want` names ("all", one of kModels, "zoo", zoo:NAME, or an ONNX file), checked to exist.
 std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& root) {
   std::vector<BenchModel> models;
   const std::string& want = args.positional()[0];
   for (const BenchModel& m : kModels)
     if (want == "all" || want == m.name) models.push_back({m.name, root + "/models/" + m.path, m.batch});
-  if (models.empty()) {
-    OTTER_CHECK(fs::exists(want), "otter-bench: '", want, "' is neither a file nor a benchmark model (mlp, cnn, gpt, ",
-                "resnet18, gpt_large, all)");
-    OTTER_CHECK(!args.has("vs-torch") && !args.has("vs-ort"), "otter-bench: --vs-torch and --vs-ort need a benchmark ",
-                "model by name");
-    models.push_back({fs::path(want).stem().string(), want, 32});
+  std::string zoo_names;
+  for (const std::string& z : kZooTransformers) {
+    if (!zoo_names.empty()) zoo_names += ", ";
+    zoo_names += z;
+    if (want == "zoo" || want == "zoo:" + z) {
+      const std::string path = root + "/models/zoo/" + z + "/" + z + "_op17.onnx";
+      OTTER_CHECK(fs::exists(path), "otter-bench: ", path, " is missing: it is committed (models/zoo/make_zoo.py)");
+      models.push_back({"zoo:" + z, path, fixed_batch(path, 32), false});
+    }
   }
-  for (const BenchModel& m : models)
+  if (models.empty()) {
+    OTTER_CHECK(want.rfind("zoo:", 0) != 0, "otter-bench: '", want, "' is not a zoo transformer (", zoo_names, ")");
+    OTTER_CHECK(fs::exists(want), "otter-bench: '", want, "' is neither a file nor a benchmark model (mlp, cnn, gpt, ",
+                "resnet18, gpt_large, all, zoo, zoo:NAME)");
+    models.push_back({fs::path(want).stem().string(), want, fixed_batch(want, 32), false});
+  }
+  for (const BenchModel& m : models) {
     OTTER_CHECK(fs::exists(m.path), "otter-bench: ", m.path, " is missing: make it with /usr/bin/python3 ",
                 "models/export_models.py --only ", m.name);
+    OTTER_CHECK(m.torch || !args.has("vs-torch"), "otter-bench: --vs-torch needs a benchmark model by name (mlp, cnn, ",
+                "gpt, resnet18, gpt_large), not ", m.name, " (--vs-ort times ONNX Runtime Training on any of them)");
+  }
   return models;
 }
 
 // otter-bench's flags.
 std::vector<cli::FlagSpec> bench_flags() {
   return {
-      {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8)", "B"},
+      {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8; a file's "
+                      "fixed batch, else 32)", "B"},
       {"accum", true, "micro-batches per optimizer step K (default 1)", "K"},
       {"precision", true, "fp32|fp16|bf16 (default fp32)", "P"},
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "OPT"},
@@ -467,8 +611,8 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"device", true, "cpu|cuda (default cpu)", "DEV"},
       {"threads", true, "CPU threads for otter and PyTorch (default: OpenMP's)", "T"},
       {"vs-torch", false, "also run PyTorch eager on the same batches and print the ratio"},
-      {"vs-ort", false, "a table of otter, PyTorch eager and ONNX Runtime Training (scripts/ort-venv.sh), medians of "
-       "--rounds alternated rounds"},
+      {"vs-ort", false, "a table of otter, PyTorch eager (benchmark models only) and ONNX Runtime Training "
+       "(scripts/ort-venv.sh), medians of --rounds alternated rounds"},
       {"rounds", true, "with --vs-ort: alternated rounds per model (default 3)", "R"},
       {"json", false, "print one JSON object per model (otter, torch, ratio)"},
       {"profile", false, "also time otter's kernels by op type over the timed steps (slower on cuda)"},
