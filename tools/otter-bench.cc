@@ -11,9 +11,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
-#include <random>
 #include <optional>
 #include <sstream>
 #include <unistd.h>
@@ -26,6 +26,7 @@
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
 #include "tools/bench_dp.h"
+#include "tools/bench_models.h"
 #include "tools/cli.h"
 #include "tools/peak_flops.h"
 
@@ -41,24 +42,16 @@ const char* kUsage =
     "\n"
     "Times optimizer steps of MODEL (median and spread over --steps steps after --warmup) and reports\n"
     "peak memory. MODEL is a path to an .onnx file or one of the benchmark models: mlp, cnn, gpt,\n"
-    "resnet18, gpt_large (models/bench/README.md), or 'all'. Batches are seeded random inputs and\n"
-    "labels; with --vs-torch the same batches train the PyTorch module the model was exported from\n"
-    "(models/bench/torch_bench.py) in the same invocation and the ratio is printed. Under mpirun -np N\n"
-    "(or with --ranks N) the step is data-parallel and the communication share is reported.\n"
+    "resnet18, gpt_large (models/bench/README.md), or 'all'; or zoo:NAME, the zoo transformer\n"
+    "models/zoo/NAME/NAME_op17.onnx (bert, distilbert, roberta, gpt2, llama), or 'zoo' for all five.\n"
+    "Batches are seeded random inputs and labels (floats in [0, 1), token ids in [0, the embedding's\n"
+    "rows), masks of ones, labels in [0, classes)); with --vs-torch the same batches train the PyTorch\n"
+    "module the model was exported from (models/bench/torch_bench.py) in the same invocation and the\n"
+    "ratio is printed; --vs-ort also takes zoo and .onnx models (ONNX Runtime Training then trains\n"
+    "otter's own parameter list; PyTorch is not run for them). Under mpirun -np N (or with --ranks N)\n"
+    "the step is data-parallel and the communication share is reported.\n"
     "\n"
     "options:\n";
-
-struct BenchModel {
-  std::string name, path;
-  int64_t batch;
-};
-
-// The benchmark models of models/bench/README.md with their default micro-batch.
-const std::vector<BenchModel> kModels = {
-    {"mlp", "digits/mlp.onnx", 64},         {"cnn", "digits/cnn.onnx", 64},
-    {"gpt", "gpt/gpt.onnx", 32},            {"resnet18", "resnet18/resnet18.onnx", 16},
-    {"gpt_large", "bench/gpt_large.onnx", 8},
-};
 
 struct Timing {
   double median = 0, min = 0, max = 0;
@@ -77,46 +70,6 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(u.ru_maxrss) * 1024;
 }
 
-// The class count: the last dim of the scores the cross-entropy loss reads.
-int64_t class_count(const Graph& g) {
-  for (const auto& n : g.nodes())
-    if (n->op_type() == "SoftmaxCrossEntropyLoss" && n->input(0)->shape().is_static())
-      return n->input(0)->shape().dims.back().value;
-  fail("otter-bench: cannot tell the class count (no cross-entropy loss over static scores)");
-}
-
-// `count` seeded random samples for every batch input: floats uniform in [0, 1), integers (tokens,
-// labels) uniform in [0, classes).
-std::map<std::string, Tensor> random_samples(const TrainingSession& s, int64_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const int64_t classes = class_count(s.graph());
-  std::map<std::string, Tensor> out;
-  for (const Value* in : s.batch_inputs()) {
-    std::vector<int64_t> dims = in->shape().static_dims();
-    dims[0] = count;
-    Tensor t(in->dtype(), dims);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (in->dtype() == DataType::kFloat32) t.data<float>()[i] = std::uniform_real_distribution<float>(0, 1)(rng);
-      else if (in->dtype() == DataType::kInt64) t.data<int64_t>()[i] = static_cast<int64_t>(rng() % classes);
-      else fail("otter-bench: input '", in->name(), "' has type ", dtype_name(in->dtype()), " (float32 or int64 expected)");
-    }
-    out[in->name()] = t;
-  }
-  return out;
-}
-
-// Rows [begin, begin + count) of every array, as views.
-std::map<std::string, Tensor> rows(const std::map<std::string, Tensor>& data, int64_t begin, int64_t count) {
-  std::map<std::string, Tensor> out;
-  for (const auto& [name, t] : data) {
-    std::vector<int64_t> dims = t.dims();
-    const size_t row = t.nbytes() / static_cast<size_t>(dims[0]);
-    dims[0] = count;
-    out[name] = Tensor(t.dtype(), dims, t.storage(), t.offset() + static_cast<size_t>(begin) * row);
-  }
-  return out;
-}
-
 // One framework's figures.
 struct Result {
   std::string framework, device;
@@ -129,6 +82,7 @@ struct Result {
   std::optional<GraphStats> plan;  // otter's training graph: its planned memory by role
   int64_t flops_per_step = -1;     // otter's FLOP estimate of one optimizer step (-1: unknown)
   double comm_ms = 0;              // data-parallel: per step inside collectives (bench_dp.h)
+  std::vector<std::string> params;  // otter: the trainable parameters (TrainingSession::parameter_names)
 };
 
 struct Settings {
@@ -232,6 +186,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   r.arena_bytes = plans.count(Program::kMicroStep) ? plans.at(Program::kMicroStep).arena_bytes : 0;
   if (session->device().type() == DeviceType::kCpu) r.transient_bytes = host_peak_bytes() - live_before;
   r.flops_per_step = step_flops(session->graph(), st);
+  r.params = session->parameter_names();
   return r;
 }
 
@@ -258,13 +213,16 @@ Result bench_torch(const BenchModel& m, const Settings& st, const std::string& d
 }
 
 // ONNX Runtime Training (models/bench/ort_bench.py) from the virtual environment that
-// scripts/ort-venv.sh makes (and prints the python of).
+// scripts/ort-venv.sh makes (and prints the python of). It trains the PyTorch module's parameters
+// for a benchmark model, else the parameters in `params_path` (otter's, one name a line).
 Result bench_ort(const BenchModel& m, const Settings& st, const std::string& data_path, const std::string& python,
-                 const std::string& root) {
+                 const std::string& root, const std::string& params_path) {
   std::ostringstream cmd;
-  cmd << "'" << python << "' '" << root << "/models/bench/ort_bench.py' --model " << m.name << " --onnx '" << m.path
-      << "' --data '" << data_path << "' --batch " << st.batch << " --steps " << st.steps << " --warmup "
-      << st.warmup << " --threads " << st.threads << " --lr " << st.lr;
+  cmd << "'" << python << "' '" << root << "/models/bench/ort_bench.py' ";
+  if (m.torch) cmd << "--model " << m.name;
+  else cmd << "--params '" << params_path << "'";
+  cmd << " --onnx '" << m.path << "' --data '" << data_path << "' --batch " << st.batch << " --steps " << st.steps
+      << " --warmup " << st.warmup << " --threads " << st.threads << " --lr " << st.lr;
   return run_python_bench(cmd.str(), "ONNX Runtime");
 }
 
@@ -392,8 +350,28 @@ std::string ort_python(const std::string& root) {
 
 double median_of(std::vector<double> v) { return summarize(std::move(v)).median; }
 
+// Writes one name a line.
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream f(path);
+  for (const std::string& l : lines) f << l << "\n";
+  OTTER_CHECK(f.good(), "otter-bench: cannot write ", path);
+}
+
+std::string ms_list(const std::vector<double>& v, const char* fmt = "%.3g") {
+  std::string out;
+  char buf[32];
+  for (double x : v) {
+    std::snprintf(buf, sizeof buf, fmt, x);
+    if (!out.empty()) out += " ";
+    out += buf;
+  }
+  return out;
+}
+
 // --vs-ort: otter, PyTorch eager and ONNX Runtime Training on the same batches, `rounds` alternated
 // rounds per model; each framework's figure is the median over rounds of its median step time.
+// PyTorch runs for the benchmark models only (BenchModel::torch); ONNX Runtime trains the PyTorch
+// module's parameters there and otter's own parameter list for the others.
 void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Args& args, const std::string& root,
                const fs::path& tmp) {
   OTTER_CHECK(st.device == "cpu" && st.precision == "fp32" && st.optimizer == "adamw" && st.accum == 1 &&
@@ -405,59 +383,73 @@ void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Ar
   if (!args.has("json"))
     std::printf("| model | batch | otter ms | PyTorch ms | ORT ms | otter / PyTorch | otter / ORT | otter peak RSS | "
                 "ORT peak RSS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  std::vector<std::string> per_round, no_torch;
   for (const BenchModel& m : models) {
     st.batch = args.get_int("batch", m.batch);
-    const std::string data = (tmp / (m.name + ".npz")).string();
-    std::vector<double> o, t, r;
+    const std::string stem = m.name.substr(m.name.find(':') + 1);
+    const std::string data = (tmp / (stem + ".npz")).string(), params = (tmp / (stem + ".params")).string();
+    std::vector<double> o, t, r, ratio;
     Result mine, torch, ort;
     for (int64_t i = 0; i < rounds; ++i) {
       mine = bench_otter(m, st, data);
       o.push_back(mine.ms.median);
-      torch = bench_torch(m, st, data, root);
-      t.push_back(torch.ms.median);
-      ort = bench_ort(m, st, data, python, root);
+      if (m.torch) {
+        torch = bench_torch(m, st, data, root);
+        t.push_back(torch.ms.median);
+      } else {
+        write_lines(params, mine.params);
+      }
+      ort = bench_ort(m, st, data, python, root, params);
       r.push_back(ort.ms.median);
+      ratio.push_back(o.back() / r.back());
     }
-    const double om = median_of(o), tm = median_of(t), rm = median_of(r);
+    const double om = median_of(o), tm = m.torch ? median_of(t) : 0, rm = median_of(r);
+    if (!m.torch) no_torch.push_back(m.name);
     if (args.has("json")) {
       JsonObject j;
       j.add("model", m.name).add("batch", st.batch).add("threads", st.threads).add("rounds", rounds);
-      j.add("otter_ms", om).add("torch_ms", tm).add("ort_ms", rm).add("ort", ort.framework);
-      j.add("otter_over_torch", om / tm).add("otter_over_ort", om / rm);
+      j.add("otter_ms", om).add("ort_ms", rm).add("ort", ort.framework);
+      if (m.torch) j.add("torch_ms", tm).add("otter_over_torch", om / tm);
+      j.add("otter_over_ort", om / rm).add("trained_parameters", static_cast<int64_t>(mine.params.size()));
+      j.add("otter_ms_rounds", ms_list(o)).add("ort_ms_rounds", ms_list(r)).add("otter_over_ort_rounds", ms_list(ratio));
       j.add("otter_peak_rss_bytes", mine.peak_rss_bytes).add("ort_peak_rss_bytes", ort.peak_rss_bytes);
       std::cout << j.str() << std::endl;
       continue;
     }
-    std::printf("| %s | %lld | %.3g | %.3g | %.3g | %.3g | %.3g | %s | %s |\n", m.name.c_str(),
-                static_cast<long long>(st.batch), om, tm, rm, om / tm, om / rm, mib_text(mine.peak_rss_bytes).c_str(),
-                mib_text(ort.peak_rss_bytes).c_str());
+    char torch_ms[32] = "-", torch_ratio[32] = "-";
+    if (m.torch) {
+      std::snprintf(torch_ms, sizeof torch_ms, "%.3g", tm);
+      std::snprintf(torch_ratio, sizeof torch_ratio, "%.3g", om / tm);
+    }
+    std::printf("| %s | %lld | %.3g | %s | %.3g | %s | %.3g | %s | %s |\n", m.name.c_str(),
+                static_cast<long long>(st.batch), om, torch_ms, rm, torch_ratio, om / rm,
+                mib_text(mine.peak_rss_bytes).c_str(), mib_text(ort.peak_rss_bytes).c_str());
+    per_round.push_back(str_cat("  ", m.name, ": otter ms ", ms_list(o), "; ORT ms ", ms_list(r), "; otter / ORT ",
+                                ms_list(ratio, "%.2f")));
     std::fflush(stdout);
   }
-}
-
-// The benchmark models `want` names ("all", one of kModels, or an ONNX file), checked to exist.
-std::vector<BenchModel> models_to_run(const cli::Args& args, const std::string& root) {
-  std::vector<BenchModel> models;
-  const std::string& want = args.positional()[0];
-  for (const BenchModel& m : kModels)
-    if (want == "all" || want == m.name) models.push_back({m.name, root + "/models/" + m.path, m.batch});
-  if (models.empty()) {
-    OTTER_CHECK(fs::exists(want), "otter-bench: '", want, "' is neither a file nor a benchmark model (mlp, cnn, gpt, ",
-                "resnet18, gpt_large, all)");
-    OTTER_CHECK(!args.has("vs-torch") && !args.has("vs-ort"), "otter-bench: --vs-torch and --vs-ort need a benchmark ",
-                "model by name");
-    models.push_back({fs::path(want).stem().string(), want, 32});
+  if (args.has("json")) return;
+  std::printf("\nper round (%lld alternated rounds, each a median of %lld steps):\n", static_cast<long long>(rounds),
+              static_cast<long long>(st.steps));
+  for (const std::string& l : per_round) std::printf("%s\n", l.c_str());
+  if (!no_torch.empty()) {
+    std::string names;
+    for (const std::string& n : no_torch) {
+      if (!names.empty()) names += ", ";
+      names += n;
+    }
+    std::printf("PyTorch is not run for %s: models/bench/torch_bench.py builds the benchmark models' modules only (the "
+                "zoo's, models/zoo/zoo_models.py, need the transformers environment of models/zoo/setup_venv.sh); "
+                "ONNX Runtime trains otter's trainable parameters there, the other initializers frozen.\n",
+                names.c_str());
   }
-  for (const BenchModel& m : models)
-    OTTER_CHECK(fs::exists(m.path), "otter-bench: ", m.path, " is missing: make it with /usr/bin/python3 ",
-                "models/export_models.py --only ", m.name);
-  return models;
 }
 
 // otter-bench's flags.
 std::vector<cli::FlagSpec> bench_flags() {
   return {
-      {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8)", "B"},
+      {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8; a file's "
+                      "fixed batch, else 32)", "B"},
       {"accum", true, "micro-batches per optimizer step K (default 1)", "K"},
       {"precision", true, "fp32|fp16|bf16 (default fp32)", "P"},
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "OPT"},
@@ -467,8 +459,8 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"device", true, "cpu|cuda (default cpu)", "DEV"},
       {"threads", true, "CPU threads for otter and PyTorch (default: OpenMP's)", "T"},
       {"vs-torch", false, "also run PyTorch eager on the same batches and print the ratio"},
-      {"vs-ort", false, "a table of otter, PyTorch eager and ONNX Runtime Training (scripts/ort-venv.sh), medians of "
-       "--rounds alternated rounds"},
+      {"vs-ort", false, "a table of otter, PyTorch eager (benchmark models only) and ONNX Runtime Training "
+       "(scripts/ort-venv.sh), medians of --rounds alternated rounds"},
       {"rounds", true, "with --vs-ort: alternated rounds per model (default 3)", "R"},
       {"json", false, "print one JSON object per model (otter, torch, ratio)"},
       {"profile", false, "also time otter's kernels by op type over the timed steps (slower on cuda)"},
@@ -546,7 +538,7 @@ int run(int argc, char** argv) {
   }
   openblas_set_num_threads(omp_get_max_threads());
   const std::string root = OTTER_SOURCE_DIR;
-  const std::vector<BenchModel> models = models_to_run(args, root);
+  const std::vector<BenchModel> models = models_to_run(args.positional()[0], root, args.has("vs-torch"));
   // Under mpirun: one rank of a data-parallel job; rank 0 alone prints.
   const DistributedInfo dist = init_distributed(DistributedMode::kAuto, 300);
   if (dist.rank != 0 && !std::freopen("/dev/null", "w", stdout)) fail("rank ", dist.rank, ": cannot silence stdout");

@@ -6,12 +6,16 @@ one JSON object with the step times, in torch_bench.py's fields.
 
 The training artifacts come from onnxruntime.training.artifacts.generate_artifacts on the model's
 ONNX file: the parameters that require gradients are the PyTorch module's parameters
-(export_models.py names the initializers after them), the loss is ORT's CrossEntropyLoss block
+(export_models.py names the initializers after them) or, with --params, the names that file lists
+(otter-bench writes otter's trainable parameters there for the zoo transformers, whose modules are
+not built here), every other initializer frozen; the model inputs are the ONNX graph's, in its
+order, read from the batches by name; the loss is ORT's CrossEntropyLoss block
 over the logits flattened to [samples, classes] (a Reshape appended to the graph), and the
 optimizer ORT's AdamW. One step = forward + backward (Module), Optimizer.step(), lazy_reset_grad().
 
     .venv-ort/bin/python models/bench/ort_bench.py --model gpt --onnx models/gpt/gpt.onnx --data BATCHES.npz --batch 32 \\
         [--steps 20] [--warmup 3] [--threads 2] [--lr 1e-3]
+    .venv-ort/bin/python models/bench/ort_bench.py --params PARAMS.txt --onnx models/zoo/bert/bert_op17.onnx ...
 """
 
 import argparse
@@ -40,11 +44,21 @@ def parameter_names(name):
     return set(json.loads(subprocess.check_output(["/usr/bin/python3", "-c", code])))
 
 
-def training_model(name, path):
+def listed_names(path):
+    """The parameter names in `path`, one a line."""
+    with open(path) as f:
+        return {line.strip() for line in f if line.strip()}
+
+
+def training_model(name, params_path, path):
     """The benchmark model with its logits flattened to 2-D, and its trained and frozen initializers."""
-    params = parameter_names(name)
+    params = listed_names(params_path) if params_path else parameter_names(name)
     model = onnx.load(path)
     g = model.graph
+    missing = sorted(params - {i.name for i in g.initializer})
+    if params_path and missing:
+        sys.exit(f"ort_bench: {params_path} names {len(missing)} parameters that are no initializers of {path}: "
+                 + ", ".join(missing[:5]))
     out = g.output[0]
     classes = out.type.tensor_type.shape.dim[-1].dim_value
     g.initializer.append(numpy_helper.from_array(np.array([-1, classes], dtype=np.int64), "ort_bench_shape"))
@@ -75,7 +89,8 @@ def on_device_api():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True, help="benchmark model name (export_models.py)")
+    p.add_argument("--model", help="benchmark model name (export_models.py): train its PyTorch module's parameters")
+    p.add_argument("--params", help="train the parameters this file lists, one name a line, instead")
     p.add_argument("--onnx", required=True, help="its ONNX file")
     p.add_argument("--data", required=True)
     p.add_argument("--batch", type=int, required=True)
@@ -85,12 +100,14 @@ def main():
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--make-artifacts", metavar="DIR", help="only write the training artifacts into DIR")
     a = p.parse_args()
+    if bool(a.model) == bool(a.params):
+        sys.exit("ort_bench: give one of --model and --params")
     if a.make_artifacts:
         import onnxruntime
         from onnxruntime.training import artifacts
 
         onnxruntime.set_default_logger_severity(3)
-        model, requires_grad, frozen = training_model(a.model, a.onnx)
+        model, requires_grad, frozen = training_model(a.model, a.params, a.onnx)
         artifacts.generate_artifacts(model, requires_grad=requires_grad, frozen_params=frozen,
                                      loss=artifacts.LossType.CrossEntropyLoss, optimizer=artifacts.OptimType.AdamW,
                                      artifact_directory=a.make_artifacts)
@@ -98,14 +115,21 @@ def main():
     ort, (CheckpointState, Module, Optimizer) = on_device_api()
     ort.set_default_logger_severity(3)
     data = np.load(a.data)
-    input_name = onnx.load(a.onnx, load_external_data=False).graph.input[0].name
-    xs, ys = data[input_name], data["labels"].astype(np.int64)
-    if xs.shape[0] < a.batch:
-        sys.exit(f"ort_bench: {a.data} has {xs.shape[0]} samples, one step needs {a.batch}")
+    g = onnx.load(a.onnx, load_external_data=False).graph
+    initializers = {i.name for i in g.initializer}
+    input_names = [i.name for i in g.input if i.name not in initializers]
+    missing = [n for n in input_names + ["labels"] if n not in data.files]
+    if missing:
+        sys.exit(f"ort_bench: {a.data} lacks the arrays {', '.join(missing)} (it has {', '.join(data.files)})")
+    xs, ys = [data[n] for n in input_names], data["labels"].astype(np.int64)
+    samples = ys.shape[0]
+    if samples < a.batch:
+        sys.exit(f"ort_bench: {a.data} has {samples} samples, one step needs {a.batch}")
     with tempfile.TemporaryDirectory() as d:
         # The artifacts come from a child process: generate_artifacts' imports stay out of this one.
         # Its log (ONNX Runtime's info lines while it builds the gradient graph) shows on failure only.
-        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--model", a.model, "--onnx", a.onnx,
+        which = ["--model", a.model] if a.model else ["--params", a.params]
+        child = subprocess.run([sys.executable, os.path.abspath(__file__)] + which + ["--onnx", a.onnx,
                                 "--data", a.data, "--batch", str(a.batch), "--make-artifacts", d],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if child.returncode != 0:
@@ -122,8 +146,8 @@ def main():
         module.train()
 
         def step(s):
-            start = (s % (xs.shape[0] // a.batch)) * a.batch
-            loss = module(xs[start:start + a.batch], ys[start:start + a.batch].reshape(-1))
+            start = (s % (samples // a.batch)) * a.batch
+            loss = module(*[x[start:start + a.batch] for x in xs], ys[start:start + a.batch].reshape(-1))
             opt.step()
             module.lazy_reset_grad()
             return float(loss)
@@ -138,7 +162,7 @@ def main():
             times.append((time.perf_counter() - t0) * 1e3)
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({
-        "framework": "onnxruntime-training " + ort.__version__, "model": a.model, "device": "cpu",
+        "framework": "onnxruntime-training " + ort.__version__, "model": a.model or a.onnx, "device": "cpu",
         "precision": "fp32", "batch": a.batch, "accum": 1, "threads": a.threads, "steps": a.steps,
         "ms_per_step": statistics.median(times), "ms_min": min(times), "ms_max": max(times),
         "peak_bytes": max(0, peak_rss - rss_before), "peak_rss_bytes": peak_rss, "final_loss": loss,
