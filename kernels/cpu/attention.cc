@@ -98,6 +98,13 @@ MaskView<T> mask_view(const KernelContext& ctx, const AttnAttrs& at, const AttnS
   return mv;
 }
 
+// Multiply-adds of the score and output products below which a call runs on the calling thread:
+// waking OpenMP's threads costs more than tiny heads compute, and on a loaded machine a wake-up
+// that waits for a descheduled thread costs milliseconds.
+constexpr int64_t kParallelAttentionWork = 262144;
+
+int64_t attention_work(const AttnShape& s) { return s.bh() * s.s * s.t * (s.d + s.dv); }
+
 // Block sizes: every GEMM of a block pair stays under cpu::kSerialGemmWork multiply-adds.
 struct Blocks {
   int64_t q = 64, k = 64;
@@ -171,7 +178,7 @@ class AttentionKernel : public Kernel {
     const Blocks bl(s);
     const int64_t nqb = (s.s + bl.q - 1) / bl.q, tasks = s.bh() * nqb;
     const T scale = static_cast<T>(at_.scale);
-#pragma omp parallel if (tasks > 1)
+#pragma omp parallel if (tasks > 1 && attention_work(s) >= kParallelAttentionWork)
     {
       std::vector<T> sc(bl.q * bl.k), acc(bl.q * std::max<int64_t>(s.dv, 1));
 #pragma omp for schedule(dynamic)
@@ -265,7 +272,7 @@ class AttentionGradKernel : public Kernel {
     const Blocks bl(s);
     const int64_t group = s.h / s.hk, tasks = s.lead * s.hk;
     const T scale = static_cast<T>(at_.scale);
-#pragma omp parallel if (tasks > 1)
+#pragma omp parallel if (tasks > 1 && attention_work(s) >= kParallelAttentionWork)
     {
       std::vector<T> p(bl.q * bl.k), ds(bl.q * bl.k), di(s.s);
 #pragma omp for schedule(dynamic)
