@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "graph/op_table.h"
+#include "kernels/common/elementwise.h"
 #include "kernels/common/nn_params.h"
+#include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/float_kernel.h"
 #include "kernels/cpu/dispatch.h"
@@ -490,33 +492,38 @@ class LossKernel : public Kernel {
     const T* px = x.data<T>();
     const L* pl = labels.data<L>();
     std::atomic<int64_t> bad{-1};
-#pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
-    for (int64_t p = 0; p < positions; ++p) {
-      const int64_t nb = p / inner, d = p % inner;
-      const T* xs = px + nb * classes * inner + d;  // class c at xs[c * inner]
-      const int64_t label = static_cast<int64_t>(pl[p]);
-      double lp = 0;  // log-probability of the label
-      if (softmax_) {
-        lp = log_softmax_at(xs, classes, inner, label, plogp ? plogp + nb * classes * inner + d : nullptr);
-      } else if (label >= 0 && label < classes) {
-        lp = static_cast<double>(xs[label * inner]);
-      }
-      if (has_ignore_ && label == ignore_) {
-        loss_[p] = 0;
-        wsum_[p] = 0;
-        continue;
-      }
-      if (label < 0 || label >= classes) {
-        int64_t expected = -1;
-        bad.compare_exchange_strong(expected, p);
-        loss_[p] = 0;
-        wsum_[p] = 0;
-        continue;
-      }
-      const double w = pw ? static_cast<double>(pw[label]) : 1.0;
-      loss_[p] = -lp * w;
-      wsum_[p] = w;
-    }
+    // Below kParallelThreshold elements no OpenMP region starts (parallel_ranges).
+    cpu::parallel_ranges(
+        positions,
+        [&](int64_t pbeg, int64_t pend) {
+          for (int64_t p = pbeg; p < pend; ++p) {
+            const int64_t nb = p / inner, d = p % inner;
+            const T* xs = px + nb * classes * inner + d;  // class c at xs[c * inner]
+            const int64_t label = static_cast<int64_t>(pl[p]);
+            double lp = 0;  // log-probability of the label
+            if (softmax_) {
+              lp = log_softmax_at(xs, classes, inner, label, plogp ? plogp + nb * classes * inner + d : nullptr);
+            } else if (label >= 0 && label < classes) {
+              lp = static_cast<double>(xs[label * inner]);
+            }
+            if (has_ignore_ && label == ignore_) {
+              loss_[p] = 0;
+              wsum_[p] = 0;
+              continue;
+            }
+            if (label < 0 || label >= classes) {
+              int64_t expected = -1;
+              bad.compare_exchange_strong(expected, p);
+              loss_[p] = 0;
+              wsum_[p] = 0;
+              continue;
+            }
+            const double w = pw ? static_cast<double>(pw[label]) : 1.0;
+            loss_[p] = -lp * w;
+            wsum_[p] = w;
+          }
+        },
+        classes);
     if (bad.load() >= 0) {
       const int64_t p = bad.load();
       ctx.error(str_cat("label ", static_cast<int64_t>(pl[p]), " at flat position ", p,
@@ -533,8 +540,18 @@ class LossKernel : public Kernel {
     T mx = -std::numeric_limits<T>::infinity();
     for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
     if (std::isinf(mx) && mx < 0) mx = 0;
+    // The exponentials (all <= 0) in T through exp_nonpositive, a chunk at a time so that they
+    // vectorise; their sum in double, in class order.
     double sum = 0;
-    for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
+    constexpr int64_t kChunk = 64;
+    T e[kChunk];
+    for (int64_t c0 = 0; c0 < classes; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, classes - c0);
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        for (int64_t i = 0; i < n; ++i) e[i] = math::exp_nonpositive(xs[(c0 + i) * inner] - mx);
+      });
+      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(e[i]);
+    }
     const double ls = std::log(sum);
     if (lps)
       for (int64_t c = 0; c < classes; ++c) lps[c * inner] = static_cast<T>((xs[c * inner] - mx) - ls);

@@ -145,44 +145,49 @@ class LossGradKernel : public Kernel {
     T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
     const T* px = x.data<T>();
     loss_.assign(static_cast<size_t>(positions), 0.0);
-#pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
-    for (int64_t p = 0; p < positions; ++p) {
-      const int64_t nb = p / inner, d = p % inner;
-      const T* xs = px + nb * classes * inner + d;  // class c at xs[c * inner]
-      T* gs = dx ? dx + nb * classes * inner + d : nullptr;
-      if (gs)
-        for (int64_t c = 0; c < classes; ++c) gs[c * inner] = T(0);
-      if (!counted(p)) continue;
-      const int64_t l = static_cast<int64_t>(pl[p]);
-      const double w = pw ? static_cast<double>(pw[l]) : 1.0;
-      const double g = static_cast<double>(none ? pdl[p] : pdl[0]) * scale * w;
-      if (!softmax_) {
-        loss_[p] = -static_cast<double>(xs[l * inner]);
-        if (gs) gs[l * inner] = static_cast<T>(-g);
-        continue;
-      }
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
-      if (std::isinf(mx) && mx < 0) mx = 0;
-      double sum = 0;
-      if (!gs) {
-        for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
-        loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
-        continue;
-      }
-      // One exponential per class (every exponent <= 0), in T and vectorised where the classes are
-      // contiguous, held in dX until the sum is known; the sum and the scaling stay in double.
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        for (int64_t c = 0; c < classes; ++c) gs[c * inner] = math::exp_nonpositive(xs[c * inner] - mx);
-      });
-      for (int64_t c = 0; c < classes; ++c) sum += static_cast<double>(gs[c * inner]);
-      loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
-      const double inv = 1.0 / sum;
-      for (int64_t c = 0; c < classes; ++c) {
-        const double prob = static_cast<double>(gs[c * inner]) * inv;
-        gs[c * inner] = static_cast<T>((prob - (c == l ? 1.0 : 0.0)) * g);
-      }
-    }
+    // Below kParallelThreshold elements no OpenMP region starts (parallel_ranges).
+    cpu::parallel_ranges(
+        positions,
+        [&](int64_t pbeg, int64_t pend) {
+          for (int64_t p = pbeg; p < pend; ++p) {
+            const int64_t nb = p / inner, d = p % inner;
+            const T* xs = px + nb * classes * inner + d;  // class c at xs[c * inner]
+            T* gs = dx ? dx + nb * classes * inner + d : nullptr;
+            if (gs)
+              for (int64_t c = 0; c < classes; ++c) gs[c * inner] = T(0);
+            if (!counted(p)) continue;
+            const int64_t l = static_cast<int64_t>(pl[p]);
+            const double w = pw ? static_cast<double>(pw[l]) : 1.0;
+            const double g = static_cast<double>(none ? pdl[p] : pdl[0]) * scale * w;
+            if (!softmax_) {
+              loss_[p] = -static_cast<double>(xs[l * inner]);
+              if (gs) gs[l * inner] = static_cast<T>(-g);
+              continue;
+            }
+            T mx = -std::numeric_limits<T>::infinity();
+            for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
+            if (std::isinf(mx) && mx < 0) mx = 0;
+            double sum = 0;
+            if (!gs) {
+              for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
+              loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
+              continue;
+            }
+            // One exponential per class (every exponent <= 0), in T and vectorised where the classes are
+            // contiguous, held in dX until the sum is known; the sum and the scaling stay in double.
+            cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+              for (int64_t c = 0; c < classes; ++c) gs[c * inner] = math::exp_nonpositive(xs[c * inner] - mx);
+            });
+            for (int64_t c = 0; c < classes; ++c) sum += static_cast<double>(gs[c * inner]);
+            loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
+            const double inv = 1.0 / sum;
+            for (int64_t c = 0; c < classes; ++c) {
+              const double prob = static_cast<double>(gs[c * inner]) * inv;
+              gs[c * inner] = static_cast<T>((prob - (c == l ? 1.0 : 0.0)) * g);
+            }
+          }
+        },
+        classes);
     if (ctx.has_output(1)) weights_grad<T, L>(ctx, pl, pw, pdl, positions, classes, wsum, counted);
   }
 
