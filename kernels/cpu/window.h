@@ -312,6 +312,29 @@ void max_pool_plane_2d(const Pool3& p, const T* xp, F&& f) {
   const int64_t oh_n = p.out[1], ow_n = p.out[2], iw_n = p.in[2];
   const int64_t sh = p.s[1], sw = p.s[2], dh = p.d[1], dw = p.d[2], ph = p.pb[1], pw = p.pb[2];
   int64_t oi = 0;
+  // The common 2x2 window, stride 2, no padding or dilation: every window is whole, so the four
+  // taps are visited in the general loop's order (row by row) without its per-window bounds.
+  if (p.k[1] == 2 && p.k[2] == 2 && sh == 2 && sw == 2 && dh == 1 && dw == 1 && ph == 0 && pw == 0 &&
+      2 * oh_n <= p.in[1] && 2 * ow_n <= iw_n) {
+    for (int64_t oh = 0; oh < oh_n; ++oh) {
+      const int64_t r0 = 2 * oh * iw_n;
+      for (int64_t ow = 0; ow < ow_n; ++ow, ++oi) {
+        const int64_t taps[4] = {r0 + 2 * ow, r0 + 2 * ow + 1, r0 + iw_n + 2 * ow, r0 + iw_n + 2 * ow + 1};
+        T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                      : std::numeric_limits<T>::lowest();
+        int64_t bi = -1;
+        for (int t = 0; t < 4; ++t) {
+          const T v = xp[taps[t]];
+          if (v > best || (v != v && best == best)) {
+            best = v;
+            bi = taps[t];
+          }
+        }
+        f(oi, bi, best);
+      }
+    }
+    return;
+  }
   for (int64_t oh = 0; oh < oh_n; ++oh) {
     const int64_t h0 = oh * sh - ph, kh_lo = p.klo[1][oh], kh_hi = p.khi[1][oh];
     for (int64_t ow = 0; ow < ow_n; ++ow, ++oi) {
