@@ -1,8 +1,13 @@
-// A sum in double whose order is fixed but vectorisable, for the row reductions of the CPU
-// normalisation kernels (kernels/cpu/nn.cc, nn_grad.cc).
+// Row sums for the CPU normalisation and loss kernels (kernels/cpu/nn.cc, nn_grad.cc): in double,
+// in a fixed order that every ISA variant keeps, and vectorisable.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
+
+#include "kernels/common/elementwise.h"
+#include "kernels/cpu/isa.h"
 
 namespace otter::cpu {
 
@@ -20,6 +25,24 @@ inline double lane_sum(int64_t n, F&& f) {
   for (int l = 0; l < kLanes; ++l) s += lane[l];
   for (; i < n; ++i) s += f(i);
   return s;
+}
+
+// The sum in double of e^(x[c * stride] - mx) over c in [0, n), every exponent <= 0 (mx is the
+// maximum): the exponentials in T through math::exp_nonpositive, a chunk at a time so that they
+// vectorise, added in class order.
+template <typename T>
+inline double exp_sum(const T* x, int64_t n, int64_t stride, T mx) {
+  constexpr int64_t kChunk = 64;
+  T e[kChunk];
+  double sum = 0;
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - c0);
+    isa_dispatch_if<std::is_same_v<T, float>>([&] {
+      for (int64_t i = 0; i < m; ++i) e[i] = math::exp_nonpositive(x[(c0 + i) * stride] - mx);
+    });
+    for (int64_t i = 0; i < m; ++i) sum += static_cast<double>(e[i]);
+  }
+  return sum;
 }
 
 }  // namespace otter::cpu

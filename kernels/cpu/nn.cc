@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "graph/op_table.h"
-#include "kernels/common/elementwise.h"
 #include "kernels/common/nn_params.h"
 #include "kernels/cpu/broadcast.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -540,18 +539,7 @@ class LossKernel : public Kernel {
     T mx = -std::numeric_limits<T>::infinity();
     for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
     if (std::isinf(mx) && mx < 0) mx = 0;
-    // The exponentials (all <= 0) in T through exp_nonpositive, a chunk at a time so that they
-    // vectorise; their sum in double, in class order.
-    double sum = 0;
-    constexpr int64_t kChunk = 64;
-    T e[kChunk];
-    for (int64_t c0 = 0; c0 < classes; c0 += kChunk) {
-      const int64_t n = std::min(kChunk, classes - c0);
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        for (int64_t i = 0; i < n; ++i) e[i] = math::exp_nonpositive(xs[(c0 + i) * inner] - mx);
-      });
-      for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(e[i]);
-    }
+    const double sum = cpu::exp_sum(xs, classes, inner, mx);  // exponents <= 0, vectorised
     const double ls = std::log(sum);
     if (lps)
       for (int64_t c = 0; c < classes; ++c) lps[c * inner] = static_cast<T>((xs[c * inner] - mx) - ls);

@@ -164,31 +164,34 @@ class LossGradKernel : public Kernel {
               if (gs) gs[l * inner] = static_cast<T>(-g);
               continue;
             }
-            T mx = -std::numeric_limits<T>::infinity();
-            for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
-            if (std::isinf(mx) && mx < 0) mx = 0;
-            double sum = 0;
-            if (!gs) {
-              for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(xs[c * inner] - mx));
-              loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
-              continue;
-            }
-            // One exponential per class (every exponent <= 0), in T and vectorised where the classes are
-            // contiguous, held in dX until the sum is known; the sum and the scaling stay in double.
-            cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-              for (int64_t c = 0; c < classes; ++c) gs[c * inner] = math::exp_nonpositive(xs[c * inner] - mx);
-            });
-            for (int64_t c = 0; c < classes; ++c) sum += static_cast<double>(gs[c * inner]);
-            loss_[p] = std::log(sum) - static_cast<double>(xs[l * inner] - mx);
-            const double inv = 1.0 / sum;
-            for (int64_t c = 0; c < classes; ++c) {
-              const double prob = static_cast<double>(gs[c * inner]) * inv;
-              gs[c * inner] = static_cast<T>((prob - (c == l ? 1.0 : 0.0)) * g);
-            }
+            loss_[p] = softmax_grad_at(xs, gs, classes, inner, l, g);
           }
         },
         classes);
     if (ctx.has_output(1)) weights_grad<T, L>(ctx, pl, pw, pdl, positions, classes, wsum, counted);
+  }
+
+  // One position's loss -log softmax(x)[l] (class c at xs[c * inner]) and, where gs is not null,
+  // its gradient (softmax(x) - onehot(l)) * g into gs (same layout).
+  template <typename T>
+  static double softmax_grad_at(const T* xs, T* gs, int64_t classes, int64_t inner, int64_t l, double g) {
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t c = 0; c < classes; ++c) mx = std::max(mx, xs[c * inner]);
+    if (std::isinf(mx) && mx < 0) mx = 0;
+    if (!gs) return std::log(cpu::exp_sum(xs, classes, inner, mx)) - static_cast<double>(xs[l * inner] - mx);
+    // One exponential per class (every exponent <= 0), in T and vectorised where the classes are
+    // contiguous, held in dX until the sum is known; the sum and the scaling stay in double.
+    cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+      for (int64_t c = 0; c < classes; ++c) gs[c * inner] = math::exp_nonpositive(xs[c * inner] - mx);
+    });
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) sum += static_cast<double>(gs[c * inner]);
+    const double inv = 1.0 / sum;
+    for (int64_t c = 0; c < classes; ++c) {
+      const double prob = static_cast<double>(gs[c * inner]) * inv;
+      gs[c * inner] = static_cast<T>((prob - (c == l ? 1.0 : 0.0)) * g);
+    }
+    return std::log(sum) - static_cast<double>(xs[l * inner] - mx);
   }
 
   // dWeights[c] from the per-position losses l_p (ignored positions excluded): sum: dL * sum l_p,
