@@ -193,6 +193,14 @@ void read_model_info(ImportState& s) {
   if (!m.graph().name().empty()) g.name = m.graph().name();
 }
 
+// The nodes of gp that read value `name`, for messages ("TfIdfVectorizer 'tfidf'"); empty if none.
+std::string readers_of(const onnx::GraphProto& gp, const std::string& name) {
+  std::vector<std::string> out;
+  for (const auto& np : gp.node())
+    if (std::find(np.input().begin(), np.input().end(), name) != np.input().end()) out.push_back(describe_proto(np));
+  return join(out, ", ");
+}
+
 // Graph inputs (those that are also initializers, as older exporters list them, are initializers)
 // and initializers.
 void add_inputs_and_initializers(ImportState& s) {
@@ -204,7 +212,15 @@ void add_inputs_and_initializers(ImportState& s) {
     if (!in.name().empty() && init_names.count(in.name())) continue;
     std::string by = str_cat("graph input '", in.name(), "'");
     s.define(in.name(), in.name().empty() ? str_cat("graph input #", i) : by);
-    DeclaredType t = type_from_proto(in.type(), by);
+    DeclaredType t;
+    try {
+      t = type_from_proto(in.type(), by);
+    } catch (const Error& e) {
+      // An unsupported type (a STRING input of TfIdfVectorizer, say): name the nodes reading it.
+      const std::string readers = readers_of(gp, in.name());
+      if (readers.empty()) throw;
+      fail(e.what(), "; read by ", readers);
+    }
     s.g->add_input(in.name(), t.dtype, t.shape);
   }
   const std::set<std::string> frozen = name_set(s.otter_meta, kFrozenKey);

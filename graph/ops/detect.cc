@@ -1,8 +1,9 @@
 // Op-table rows of the detection and sequence ops: NonMaxSuppression (int64 [num_selected, 3], a
 // data-dependent length), Unique (data-dependent length), ReverseSequence (its own inverse, so its
 // gradient is ReverseSequence of dY), MaxUnpool (gradient: dY gathered at the indices) and RoiAlign
-// (not differentiable). Kernels: kernels/cpu/detect.cc and kernels/cpu/unique.cc; on CUDA the CPU
-// kernels run on host copies (kernels/cuda/host_ops.cc). Registered by register_select_ops.
+// (not differentiable); TfIdfVectorizer's row is in graph/ops/tfidf.cc. Kernels:
+// kernels/cpu/detect.cc and kernels/cpu/unique.cc; on CUDA the CPU kernels run on host copies
+// (kernels/cuda/host_ops.cc). Registered by register_select_ops.
 #include "graph/gradient.h"
 #include "graph/op_table.h"
 #include "graph/ops/infer_util.h"
@@ -167,6 +168,8 @@ void infer_roi_align(InferContext& ctx) {
 
 }  // namespace
 
+void register_tfidf_ops(OpTable& t);  // graph/ops/tfidf.cc
+
 void register_detect_ops(OpTable& t) {
   // NonMaxSuppression 11; Unique 11; ReverseSequence 10; MaxUnpool 11; RoiAlign 10 and 16 (16 adds
   // coordinate_transformation_mode, default half_pixel; before it the kernel uses output_half_pixel).
@@ -182,6 +185,7 @@ void register_detect_ops(OpTable& t) {
       "bilinear average or max pooling of each region of interest to [output_height, output_width]");
   add(t, "RoiAlign", 16, infer_roi_align, P::kFollow, false, not_differentiable(),
       "bilinear average or max pooling of each region of interest to [output_height, output_width]");
+  register_tfidf_ops(t);
 }
 
 }  // namespace otter

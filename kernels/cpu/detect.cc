@@ -1,6 +1,7 @@
 // CPU kernels of the detection ops (graph/ops/detect.cc): NonMaxSuppression, RoiAlign and
-// MaxUnpool. Unique and ReverseSequence are in kernels/cpu/unique.cc. The CUDA backend runs these
-// on host copies of their inputs (kernels/cuda/host_ops.cc).
+// MaxUnpool. Unique and ReverseSequence are in kernels/cpu/unique.cc, TfIdfVectorizer in
+// kernels/cpu/tfidf.cc. The CUDA backend runs these on host copies of their inputs
+// (kernels/cuda/host_ops.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -226,6 +227,7 @@ class MaxUnpoolKernel : public Kernel {
 }  // namespace
 
 void register_cpu_unique_kernels(KernelRegistry& r);  // kernels/cpu/unique.cc
+void register_cpu_tfidf_kernels(KernelRegistry& r);   // kernels/cpu/tfidf.cc
 
 // Called by register_cpu_select_kernels (kernels/cpu/select.cc).
 void register_cpu_detect_kernels(KernelRegistry& r) {
@@ -233,6 +235,7 @@ void register_cpu_detect_kernels(KernelRegistry& r) {
   cpu::add_any_type(r, "RoiAlign", node_kernel<RoiAlignKernel>());
   cpu::add_any_type(r, "MaxUnpool", node_kernel<MaxUnpoolKernel>());
   register_cpu_unique_kernels(r);
+  register_cpu_tfidf_kernels(r);
 }
 
 }  // namespace otter

@@ -95,8 +95,10 @@ KernelFactory host_kernel(const std::string& op, const KernelRegistry& cpu) {
   if (op == "Einsum" || op == "Det" || op == "LRN" || op == "LRNGrad" || op == "Adagrad" || op == "Adam" ||
       op == "Momentum")
     return host_logic(cpu, {kAllInputs}, true);
-  // Detection and sequence ops (graph/ops/detect.cc): data-dependent or small, every input on the host.
-  if (op == "NonMaxSuppression" || op == "Unique" || op == "ReverseSequence" || op == "MaxUnpool" || op == "RoiAlign")
+  // Detection and sequence ops (graph/ops/detect.cc) and TfIdfVectorizer (graph/ops/tfidf.cc):
+  // data-dependent or small, every input on the host.
+  if (op == "NonMaxSuppression" || op == "Unique" || op == "ReverseSequence" || op == "MaxUnpool" || op == "RoiAlign" ||
+      op == "TfIdfVectorizer")
     return host_logic(cpu, {0, 1, 2, 3, 4}, true);
   // GroupNormalization, the Bitwise ops and GridSample (with its gradient): no CUDA kernel yet,
   // every input on the host.

@@ -158,6 +158,7 @@ const Row kRows[] = {
       {onnx, "ReverseSequence", kAny, host_logic},
       {onnx, "MaxUnpool", kAny, host_logic},
       {onnx, "RoiAlign", kAny, host_logic},
+      {onnx, "TfIdfVectorizer", kAny, host_logic},  // CPU kernel kernels/cpu/tfidf.cc
       {onnx, "GroupNormalization", kAny, host_logic},  // CPU kernel kernels/cpu/normalize.cc
       {onnx, "BitwiseAnd", kAny, host_logic},  // Bitwise*: CPU kernels kernels/cpu/elementwise.cc
       {onnx, "BitwiseOr", kAny, host_logic},

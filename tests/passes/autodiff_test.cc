@@ -126,6 +126,25 @@ TEST(Autodiff, NoGradientForIntegerInputsAndLabels) {
   EXPECT_EQ(gg->input(2)->name(), "tokens");  // the indices are read, not differentiated
 }
 
+// TfIdfVectorizer's features of integer tokens feed a trainable layer: the op is declared without a
+// gradient (graph/ops/tfidf.cc), so only the layer's weight gets one: no gradient of f, none of the tokens.
+TEST(Autodiff, TfIdfFeaturesTrainTheLayerAbove) {
+  EXPECT_EQ(OpTable::instance().find("", "TfIdfVectorizer", 17)->grad_kind, GradKind::kNoGradient);
+  auto g = import_onnx_text(R"(<ir_version: 8, opset_import: ["" : 17]>
+    agraph (int64[N,5] tokens) => (float loss) <float[3,2] w = {1,2,3,4,5,6}> {
+      f = TfIdfVectorizer<mode = "TF", min_gram_length = 1, max_gram_length = 2, max_skip_count = 1,
+                          ngram_counts = [0, 2], ngram_indexes = [0, 1, 2], pool_int64s = [4, 7, 4, 7]>(tokens)
+      y = MatMul(f, w)
+      loss = ReduceSum<keepdims = 0>(y)
+    })");
+  AutodiffResult r = autodiff(*g, {});
+  EXPECT_EQ(r.params, std::vector<std::string>{"w"});
+  EXPECT_TRUE(verify_graph(*g).empty());
+  EXPECT_EQ(g->find_value("f.grad"), nullptr);
+  EXPECT_EQ(g->find_value("tokens.grad"), nullptr);
+  EXPECT_NE(g->find_value("w.grad"), nullptr);
+}
+
 // Frozen parameters (freeze globs) get no gradient and no backward work of their own.
 TEST(Autodiff, FrozenParametersGetNoGradient) {
   const char* text = R"(<ir_version: 8, opset_import: ["" : 17]>
