@@ -613,6 +613,17 @@ std::vector<Case> ops2_cases() {
   cs.push_back(mk("NonMaxSuppression", "NonMaxSuppression", {vals(F32, {1, 3, 4}, {0, 0, 1, 1, 0, 0.1, 1, 1.1, 0, 5,
                   1, 6}), vals(F32, {1, 1, 3}, {0.9, 0.8, 0.7}), ints({2}), vals(F32, {1}, {0.5})}, {F32}));
   cs.push_back(mk("Unique_sorted", "Unique", {Tv({6}, {2, 1, 2, 3, 1, 1})}, {F32, I64}, {}, 4));
+  // 1-grams {2, 3, 4} and 2-grams {2 3}, {3 4}, skips up to 1, weighted TF-IDF of two rows.
+  cs.push_back(mk("TfIdfVectorizer_tfidf", "TfIdfVectorizer", {Tv({2, 6}, {1, 2, 3, 2, 3, 4, 4, 2, 3, 1, 2, 3})},
+                  {I64, I32},
+                  {{"mode", std::string("TFIDF")},
+                   {"min_gram_length", int64_t{1}},
+                   {"max_gram_length", int64_t{2}},
+                   {"max_skip_count", int64_t{1}},
+                   {"ngram_counts", std::vector<int64_t>{0, 3}},
+                   {"ngram_indexes", std::vector<int64_t>{0, 1, 2, 3, 4}},
+                   {"pool_int64s", std::vector<int64_t>{2, 3, 4, 2, 3, 3, 4}},
+                   {"weights", std::vector<float>{1.f, 0.5f, 2.f, 1.5f, 0.25f}}}));
   cs.push_back(mk("ReverseSequence", "ReverseSequence", {T({4, 2, 3}), vals(I64, {2}, {4, 2})}, kMove,
                   {{"batch_axis", int64_t{1}}, {"time_axis", int64_t{0}}}));
   cs.push_back(mk("MaxUnpool", "MaxUnpool", {T({1, 1, 2, 2}), vals(I64, {1, 1, 2, 2}, {5, 7, 13, 15})}, {F32},
