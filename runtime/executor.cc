@@ -52,7 +52,7 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
     return num_slots_++;
   };
   for (const Value* v : g.values())
-    if (v->kind() != ValueKind::kNode) slot(v);
+    if (v->kind() != ValueKind::kNode) bindings_.emplace_back(v, slot(v));
   std::unordered_map<int, int> last_use;
   for (const auto& np : g.nodes()) {
     if (!in_program(*np, opts.program)) continue;
@@ -125,7 +125,7 @@ void Executor::bind_memory_plan() {
 }
 
 std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds) {
-  return run(feeds, {});
+  return run_impl(feeds, nullptr, {});
 }
 
 namespace {
@@ -186,14 +186,16 @@ void run_kernel(Kernel& kernel, KernelContext& ctx, const Node& n, Device& devic
 
 }  // namespace
 
-void Executor::bind_feeds(const std::map<std::string, Tensor>& feeds, std::vector<Tensor>& slots,
-                          std::vector<const Tensor*>& host_slots) {
+void Executor::bind_feeds(const std::map<std::string, Tensor>& feeds, const std::map<std::string, Tensor>* more,
+                          std::vector<Tensor>& slots, std::vector<const Tensor*>& host_slots) {
   const bool on_device = device_->type() != DeviceType::kCpu;
   std::map<std::string, int64_t> symbols;
-  for (const Value* v : graph_.values()) {
-    if (v->kind() == ValueKind::kNode) continue;
+  for (const auto& [v, sl] : bindings_) {
     auto it = feeds.find(v->name());
-    int sl = slot_of_.at(v);
+    if (it == feeds.end() && more) {
+      it = more->find(v->name());
+      if (it == more->end()) it = feeds.end();
+    }
     if (it != feeds.end()) {
       check_feed(v, it->second, symbols);
       slots[sl] = device_->to_device(it->second);
@@ -266,11 +268,22 @@ void Executor::run_step(Step& s, std::vector<Tensor>& slots, const std::vector<c
 
 std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds,
                                             const std::vector<std::string>& extra_outputs) {
+  return run_impl(feeds, nullptr, extra_outputs);
+}
+
+std::map<std::string, Tensor> Executor::run_with_state(const std::map<std::string, Tensor>& feeds,
+                                                       std::map<std::string, Tensor>& state) {
+  return run_impl(feeds, &state, {});
+}
+
+std::map<std::string, Tensor> Executor::run_impl(const std::map<std::string, Tensor>& feeds,
+                                                 std::map<std::string, Tensor>* state,
+                                                 const std::vector<std::string>& extra_outputs) {
   std::vector<Tensor> slots(num_slots_);
   // Host copies of what lives on another device: feeds given on the host and constant
   // initializers, for kernels that need shape-like inputs on the host (see KernelContext).
   std::vector<const Tensor*> host_slots(device_->type() != DeviceType::kCpu ? num_slots_ : 0, nullptr);
-  bind_feeds(feeds, slots, host_slots);
+  bind_feeds(feeds, state, slots, host_slots);
   std::vector<int> extra_slots;
   std::vector<bool> pinned(num_slots_, false);
   for (const std::string& name : extra_outputs) {
@@ -288,7 +301,11 @@ std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>&
   std::map<std::string, Tensor> result;
   for (const Value* v : outputs_) result[v->name()] = slots[slot_of_.at(v)];
   for (size_t i = 0; i < extra_outputs.size(); ++i) result[extra_outputs[i]] = slots[extra_slots[i]];
-  for (const auto& [s, u] : updates_) result[u->name()] = slots[slot_of_.at(u)];
+  if (state) {
+    for (const auto& [s, u] : updates_) (*state)[s->name()] = slots[slot_of_.at(u)];
+  } else {
+    for (const auto& [s, u] : updates_) result[u->name()] = slots[slot_of_.at(u)];
+  }
   return result;
 }
 

@@ -53,6 +53,11 @@ class Executor {
   // Also returns these intermediate values (by name) in addition to the graph outputs.
   std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& feeds,
                                     const std::vector<std::string>& extra_outputs);
+  // For the training session: `state` is consulted for the names `feeds` lacks (instead of merging
+  // it into a copy of the feeds on every run) and receives the state updates, state[s] = the
+  // updated tensor (the same storage for in-place updates); the result holds the graph outputs.
+  std::map<std::string, Tensor> run_with_state(const std::map<std::string, Tensor>& feeds,
+                                               std::map<std::string, Tensor>& state);
   std::mt19937_64& rng() { return rng_; }
   // Names of the graph outputs this executor returns.
   const std::vector<const Value*>& outputs() const { return outputs_; }
@@ -68,8 +73,11 @@ class Executor {
   void bind_memory_plan();
   struct Step;
   // Puts feeds, initializers and state into their slots (host copies too, off the CPU).
-  void bind_feeds(const std::map<std::string, Tensor>& feeds, std::vector<Tensor>& slots,
-                  std::vector<const Tensor*>& host_slots);
+  void bind_feeds(const std::map<std::string, Tensor>& feeds, const std::map<std::string, Tensor>* more,
+                  std::vector<Tensor>& slots, std::vector<const Tensor*>& host_slots);
+  std::map<std::string, Tensor> run_impl(const std::map<std::string, Tensor>& feeds,
+                                         std::map<std::string, Tensor>* state,
+                                         const std::vector<std::string>& extra_outputs);
   // Runs one node's kernel into its output slots and checks the outputs against the graph.
   void run_step(Step& s, std::vector<Tensor>& slots, const std::vector<const Tensor*>& host_slots);
   const Graph& graph_;
@@ -83,6 +91,7 @@ class Executor {
   Tensor arena_;
   std::vector<Tensor> planned_;
   std::map<const Value*, int> slot_of_;
+  std::vector<std::pair<const Value*, int>> bindings_;  // the non-node values (inputs, initializers, state) and slots
   int num_slots_ = 0;
   std::vector<const Value*> outputs_;
   std::vector<std::pair<const Value*, const Value*>> updates_;

@@ -212,17 +212,11 @@ std::vector<const Value*> TrainingSession::batch_inputs() const {
   return std::vector<const Value*>(graph_->inputs().begin(), graph_->inputs().end());
 }
 
-std::map<std::string, Tensor> TrainingSession::feeds(const std::map<std::string, Tensor>& inputs) const {
-  std::map<std::string, Tensor> f = state_;
-  for (const auto& [name, t] : inputs) f[name] = t;
-  return f;
-}
-
 void TrainingSession::run_program(Executor& ex, const std::map<std::string, Tensor>& inputs,
                                   std::map<std::string, Tensor>* results) {
-  *results = ex.run(feeds(inputs));
-  // In-place updates (optimizer, accumulators) return the fed tensor itself; others are new.
-  for (const auto& [s, u] : ex.state_updates()) state_[s->name()] = results->at(u->name());
+  // The inputs, and the state for every other name; the updates land in state_ (in-place ones,
+  // optimizer and accumulators, are the fed tensor itself; others are new).
+  *results = ex.run_with_state(inputs, state_);
 }
 
 StepResult TrainingSession::train_step(const std::map<std::string, Tensor>& batch) {

@@ -166,7 +166,6 @@ class TrainingSession {
   TrainingSession() = default;
   void run_program(Executor& ex, const std::map<std::string, Tensor>& inputs,
                    std::map<std::string, Tensor>* results);
-  std::map<std::string, Tensor> feeds(const std::map<std::string, Tensor>& inputs) const;
   // Data parallelism (runtime/data_parallel.cc): checks the job against the graph's N and that every
   // rank trains the same model with the same flags; the mean of a per-rank value; sharded evaluation.
   void join_data_parallel_job();
