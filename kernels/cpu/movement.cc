@@ -22,45 +22,103 @@ using cpu::for_each_row;
 using cpu::int_input;
 
 // ---- Transpose ----------------------------------------------------------------------------------
-// dims/perm already collapsed: no size-1 dims, no two input dims that stay adjacent in the output.
+// The transposition of one input shape, collapsed (no size-1 dims, no two input dims that stay
+// adjacent in the output) with the strides its loops need. A kernel keeps it until the input's
+// shape changes, so a small transpose costs no index set-up per call.
+struct TransposePlan {
+  std::vector<int64_t> in_dims, out_dims;  // the uncollapsed shapes
+  std::vector<int64_t> d, p;               // collapsed input dims and permutation
+  std::vector<int64_t> is, od, os_of_in;   // input strides, output dims, output stride of each input dim
+  // The innermost dim stays innermost: whole rows of od.back() elements, row r's input offset from
+  // the strides `ist` (input strides in output order).
+  bool rows = false;
+  std::vector<int64_t> ist;
+  // Otherwise a tiled 2-D transpose between input dim A (innermost in the input) and input dim B
+  // (innermost in the output), batched over the other dims.
+  int a = 0, b = 0;
+  std::vector<int> batch_dims;
+  int64_t nbatch = 1;
+};
+
+TransposePlan plan_transpose(const std::vector<int64_t>& in_dims, const std::vector<int64_t>& perm) {
+  TransposePlan t;
+  t.in_dims = in_dims;
+  const int64_t r = static_cast<int64_t>(in_dims.size());
+  t.out_dims.resize(static_cast<size_t>(r));
+  for (int64_t i = 0; i < r; ++i) t.out_dims[i] = in_dims[perm[i]];
+  // Collapse: drop size-1 dims, then merge input dims that stay adjacent in the output.
+  std::vector<int64_t> keep_id(static_cast<size_t>(r), -1);
+  std::vector<int64_t> kd;
+  for (int64_t i = 0; i < r; ++i)
+    if (in_dims[i] != 1) { keep_id[i] = static_cast<int64_t>(kd.size()); kd.push_back(in_dims[i]); }
+  std::vector<int64_t> kp;
+  for (int64_t i = 0; i < r; ++i)
+    if (keep_id[perm[i]] >= 0) kp.push_back(keep_id[perm[i]]);
+  // Groups of consecutive output positions whose input dims are consecutive.
+  std::vector<std::vector<int64_t>> groups;
+  for (int64_t v : kp) {
+    if (!groups.empty() && groups.back().back() + 1 == v) groups.back().push_back(v);
+    else groups.push_back({v});
+  }
+  // Number the groups by their first input dim to get the collapsed dims and permutation.
+  std::vector<int64_t> order(groups.size());
+  for (size_t g = 0; g < groups.size(); ++g) order[g] = static_cast<int64_t>(g);
+  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return groups[x][0] < groups[y][0]; });
+  t.d.resize(groups.size());
+  t.p.resize(groups.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    int64_t size = 1;
+    for (int64_t v : groups[order[k]]) size *= kd[v];
+    t.d[k] = size;
+    t.p[order[k]] = static_cast<int64_t>(k);
+  }
+  const int cr = static_cast<int>(t.d.size());
+  if (cr <= 1) return t;
+  t.is = contiguous_strides(t.d);
+  t.od.resize(cr);
+  t.os_of_in.resize(cr);
+  for (int i = 0; i < cr; ++i) t.od[i] = t.d[t.p[i]];
+  const std::vector<int64_t> os = contiguous_strides(t.od);
+  for (int i = 0; i < cr; ++i) t.os_of_in[t.p[i]] = os[i];
+  t.rows = t.p[cr - 1] == cr - 1;
+  if (t.rows) {
+    t.ist.resize(cr);
+    for (int i = 0; i < cr; ++i) t.ist[i] = t.is[t.p[i]];
+    return t;
+  }
+  t.a = cr - 1;
+  t.b = static_cast<int>(t.p[cr - 1]);
+  for (int i = 0; i < cr; ++i)
+    if (i != t.a && i != t.b) {
+      t.batch_dims.push_back(i);
+      t.nbatch *= t.d[i];
+    }
+  return t;
+}
+
 template <typename T>
-void transpose_impl(const T* in, T* out, const std::vector<int64_t>& d, const std::vector<int64_t>& p) {
-  const int r = static_cast<int>(d.size());
-  std::vector<int64_t> is = contiguous_strides(d), od(r), os_of_in(r);
-  for (int i = 0; i < r; ++i) od[i] = d[p[i]];
-  std::vector<int64_t> os = contiguous_strides(od);
-  for (int i = 0; i < r; ++i) os_of_in[p[i]] = os[i];
-  if (p[r - 1] == r - 1) {  // the innermost dim stays innermost: copy whole rows
-    std::vector<int64_t> ist(r);
-    for (int i = 0; i < r; ++i) ist[i] = is[p[i]];
-    const int64_t n = od[r - 1];
-    for_each_row(od, ist, [&](int64_t row, int64_t off) { std::memcpy(out + row * n, in + off, n * sizeof(T)); });
+void transpose_impl(const T* in, T* out, const TransposePlan& t) {
+  if (t.rows) {
+    const int64_t n = t.od.back();
+    for_each_row(t.od, t.ist, [&](int64_t row, int64_t off) { std::memcpy(out + row * n, in + off, n * sizeof(T)); });
     return;
   }
-  // Tiled 2-D transpose between input dim A (innermost in the input) and input dim B (innermost
-  // in the output), batched over the other dims.
   constexpr int64_t kTile = 32;
-  const int A = r - 1, B = static_cast<int>(p[r - 1]);
-  const int64_t na = d[A], nb = d[B], isb = is[B], osa = os_of_in[A];
-  std::vector<int> batch_dims;
-  for (int i = 0; i < r; ++i)
-    if (i != A && i != B) batch_dims.push_back(i);
-  int64_t nbatch = 1;
-  for (int i : batch_dims) nbatch *= d[i];
+  const int64_t na = t.d[t.a], nb = t.d[t.b], isb = t.is[t.b], osa = t.os_of_in[t.a];
   const int64_t ta = (na + kTile - 1) / kTile, tb = (nb + kTile - 1) / kTile;
-  cpu::parallel_ranges(nbatch * ta * tb, [&](int64_t b, int64_t e) {
+  cpu::parallel_ranges(t.nbatch * ta * tb, [&](int64_t b, int64_t e) {
     for (int64_t item = b; item < e; ++item) {
-      int64_t rem = item / (ta * tb), t = item % (ta * tb);
+      int64_t rem = item / (ta * tb), tile = item % (ta * tb);
       int64_t ioff = 0, ooff = 0;
-      for (size_t k = batch_dims.size(); k-- > 0;) {
-        int dim = batch_dims[k];
-        int64_t v = rem % d[dim];
-        rem /= d[dim];
-        ioff += v * is[dim];
-        ooff += v * os_of_in[dim];
+      for (size_t k = t.batch_dims.size(); k-- > 0;) {
+        const int dim = t.batch_dims[k];
+        const int64_t v = rem % t.d[dim];
+        rem /= t.d[dim];
+        ioff += v * t.is[dim];
+        ooff += v * t.os_of_in[dim];
       }
-      int64_t a0 = (t / tb) * kTile, b0 = (t % tb) * kTile;
-      int64_t a1 = std::min(na, a0 + kTile), b1 = std::min(nb, b0 + kTile);
+      const int64_t a0 = (tile / tb) * kTile, b0 = (tile % tb) * kTile;
+      const int64_t a1 = std::min(na, a0 + kTile), b1 = std::min(nb, b0 + kTile);
       for (int64_t j = b0; j < b1; ++j) {
         const T* src = in + ioff + j * isb;
         T* dst = out + ooff + j;
@@ -75,49 +133,26 @@ class TransposeKernel : public Kernel {
   explicit TransposeKernel(const Node& n) : perm_(n.attr_ints("perm")), has_perm_(n.has_attr("perm")) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const int64_t r = x.rank();
-    const std::vector<int64_t> perm = params::resolve_perm(ctx, perm_, has_perm_, r);
-    std::vector<int64_t> od(static_cast<size_t>(r));
-    for (int64_t i = 0; i < r; ++i) od[i] = x.dims()[perm[i]];
-    Tensor& out = ctx.allocate_output(0, x.dtype(), od);
+    if (!planned_ || x.dims() != plan_.in_dims) {
+      plan_ = plan_transpose(x.dims(), params::resolve_perm(ctx, perm_, has_perm_, x.rank()));
+      planned_ = true;
+    }
+    Tensor& out = ctx.allocate_output(0, x.dtype(), plan_.out_dims);
     if (x.numel() == 0) return;
-    // Collapse: drop size-1 dims, then merge input dims that stay adjacent in the output.
-    std::vector<int64_t> keep_id(static_cast<size_t>(r), -1);
-    std::vector<int64_t> kd;
-    for (int64_t i = 0; i < r; ++i)
-      if (x.dims()[i] != 1) { keep_id[i] = static_cast<int64_t>(kd.size()); kd.push_back(x.dims()[i]); }
-    std::vector<int64_t> kp;
-    for (int64_t i = 0; i < r; ++i)
-      if (keep_id[perm[i]] >= 0) kp.push_back(keep_id[perm[i]]);
-    // Groups of consecutive output positions whose input dims are consecutive.
-    std::vector<std::vector<int64_t>> groups;
-    for (int64_t v : kp) {
-      if (!groups.empty() && groups.back().back() + 1 == v) groups.back().push_back(v);
-      else groups.push_back({v});
-    }
-    // Number the groups by their first input dim to get the collapsed dims and permutation.
-    std::vector<int64_t> order(groups.size());
-    for (size_t g = 0; g < groups.size(); ++g) order[g] = static_cast<int64_t>(g);
-    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return groups[a][0] < groups[b][0]; });
-    std::vector<int64_t> cd(groups.size()), cp(groups.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      int64_t size = 1;
-      for (int64_t v : groups[order[k]]) size *= kd[v];
-      cd[k] = size;
-      cp[order[k]] = static_cast<int64_t>(k);
-    }
-    if (cd.size() <= 1) {
+    if (plan_.d.size() <= 1) {
       std::memcpy(out.raw(), x.raw(), x.nbytes());
       return;
     }
     OTTER_DISPATCH_BYTES(x.dtype(), T, [&] {
-      transpose_impl(static_cast<const T*>(x.raw()), static_cast<T*>(out.raw()), cd, cp);
+      transpose_impl(static_cast<const T*>(x.raw()), static_cast<T*>(out.raw()), plan_);
     });
   }
 
  private:
   std::vector<int64_t> perm_;
   bool has_perm_;
+  bool planned_ = false;
+  TransposePlan plan_;
 };
 
 // ---- Concat, Split, Slice (kernels/common/movement_kernels.h) ----------------------------------
