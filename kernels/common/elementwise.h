@@ -123,7 +123,10 @@ struct PowOp {
   template <typename T>
   OTTER_HD T operator()(T a, T b) const {
     if constexpr (kIsFloatCompute<T>) {
-      return math::pow(a, b);
+      // Squaring (RMSNorm's x^2, variances) as one correctly rounded multiply and the first power
+      // (the derivative of a square) as x: pow(x, 2) is x*x and pow(x, 1) is x exactly, whatever
+      // the library's pow rounds, for every x including inf and NaN.
+      return b == T(2) ? a * a : b == T(1) ? a : math::pow(a, b);
     } else {
       if constexpr (std::is_signed_v<T>) {
         if (b < 0) {
