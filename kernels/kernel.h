@@ -77,6 +77,12 @@ class KernelContext {
     return i >= 0 && i < static_cast<int>(host_inputs_.size()) ? host_inputs_[i] : nullptr;
   }
   void set_host_inputs(std::vector<const Tensor*> h) { host_inputs_ = std::move(h); }
+  // Hands the input and output pointer vectors back, so that a caller running the same node again
+  // reuses their storage instead of allocating two vectors per kernel call.
+  void release_pointers(std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs) {
+    inputs = std::move(inputs_);
+    outputs = std::move(outputs_);
+  }
 
  private:
   const Node& node_;

@@ -17,6 +17,9 @@ struct Executor::Step {
   std::vector<int> in_slots;   // -1 for an omitted input
   std::vector<int> out_slots;  // -1 for an omitted output
   std::vector<int> release;    // slots whose last use is this step
+  // The kernel context's pointer vectors, kept between runs so a call allocates none.
+  std::vector<const Tensor*> ins;
+  std::vector<Tensor*> outs;
 };
 
 namespace {
@@ -240,8 +243,10 @@ const SubgraphRunnerFactory& nested_runner_factory() {
 
 void Executor::run_step(Step& s, std::vector<Tensor>& slots, const std::vector<const Tensor*>& host_slots) {
   const bool on_device = device_->type() != DeviceType::kCpu;
-  std::vector<const Tensor*> ins, host_ins;
-  std::vector<Tensor*> outs;
+  std::vector<const Tensor*> ins = std::move(s.ins), host_ins;
+  std::vector<Tensor*> outs = std::move(s.outs);
+  ins.clear();
+  outs.clear();
   for (int sl : s.in_slots) ins.push_back(sl >= 0 ? &slots[sl] : nullptr);
   uint64_t preset = 0;
   for (size_t i = 0; i < s.out_slots.size(); ++i) {
@@ -254,7 +259,7 @@ void Executor::run_step(Step& s, std::vector<Tensor>& slots, const std::vector<c
   }
   if (on_device)
     for (int sl : s.in_slots) host_ins.push_back(sl >= 0 ? host_slots[sl] : nullptr);
-  KernelContext ctx(*s.node, ins, outs, device_->allocator());
+  KernelContext ctx(*s.node, std::move(ins), std::move(outs), device_->allocator());
   ctx.preset_outputs = preset;
   ctx.set_host_inputs(host_ins);
   ctx.device = device_;
@@ -262,6 +267,7 @@ void Executor::run_step(Step& s, std::vector<Tensor>& slots, const std::vector<c
   ctx.first_micro_step = first_micro_step_;
   ctx.subgraph_runner = &nested_runner_factory();
   run_kernel(*s.kernel, ctx, *s.node, *device_, on_device);
+  ctx.release_pointers(s.ins, s.outs);
   for (size_t i = 0; i < s.out_slots.size(); ++i)
     if (s.out_slots[i] >= 0) check_output(*s.node, s.node->output(static_cast<int>(i)), slots[s.out_slots[i]]);
 }
