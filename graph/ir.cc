@@ -275,20 +275,22 @@ Value* Graph::new_value(const std::string& name) {
 }
 
 Value* Graph::add_input(const std::string& name, DataType t, Shape s) {
-  Value* v = new_value(name);
-  v->kind_ = ValueKind::kInput;
-  v->dtype_ = t;
-  v->shape_ = std::move(s);
+  Value* v = new_typed_input(name, t, std::move(s));
   inputs_.push_back(v);
   return v;
 }
 
 Value* Graph::add_capture(const std::string& name, DataType t, Shape s) {
+  Value* v = new_typed_input(name, t, std::move(s));
+  captures_.push_back(v);
+  return v;
+}
+
+Value* Graph::new_typed_input(const std::string& name, DataType t, Shape s) {
   Value* v = new_value(name);
   v->kind_ = ValueKind::kInput;
   v->dtype_ = t;
   v->shape_ = std::move(s);
-  captures_.push_back(v);
   return v;
 }
 

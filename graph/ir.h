@@ -311,6 +311,8 @@ class Graph {
 
  private:
   Value* new_value(const std::string& name);
+  // A new value of kind input with this type, in neither list (add_input and add_capture file it).
+  Value* new_typed_input(const std::string& name, DataType t, Shape s);
   std::list<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Value>> values_;
   std::map<std::string, Value*> by_name_;
