@@ -39,14 +39,14 @@ int64_t class_count(const Graph& g) {
 template <typename Fn>
 void for_each_use(const Value* in, Fn fn) {
   static const std::set<std::string> kPassThrough = {"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Cast"};
-  std::vector<const Value*> todo = {in};
+  std::vector<const Value*> pending = {in};
   std::set<const Value*> seen;
-  while (!todo.empty()) {
-    const Value* v = todo.back();
-    todo.pop_back();
+  while (!pending.empty()) {
+    const Value* v = pending.back();
+    pending.pop_back();
     if (!seen.insert(v).second) continue;
     for (const auto& [n, i] : v->uses()) {
-      if (kPassThrough.count(n->op_type()) && i == 0) todo.push_back(n->output(0));
+      if (kPassThrough.count(n->op_type()) && i == 0) pending.push_back(n->output(0));
       else fn(*n, i);
     }
   }

@@ -35,6 +35,7 @@
 
 #include "graph/error.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/isa.h"
 
 namespace otter::cpu {
@@ -49,13 +50,6 @@ constexpr int kNR = 32;       // columns of a micro-tile: two zmm
 constexpr int64_t kKC = 256;  // depth of a block (128 k pairs)
 constexpr int64_t kMC = 96;   // rows of a packed A block (8 strips)
 constexpr int64_t kNC = 2048; // columns of a packed B panel
-
-inline float bf16_bits_to_float(u16 x) {
-  const u32 bits = static_cast<u32>(x) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 bool cpu_has_avx512_bf16() {
 #if OTTER_HAVE_BF16_KERNEL
@@ -268,11 +262,9 @@ void gemm_bf16_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float 
   const int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
   std::vector<float> wa(static_cast<size_t>(ar * ac)), wb(static_cast<size_t>(br * bc));
 #pragma omp parallel for schedule(static) if (ar * ac > 65536)
-  for (int64_t i = 0; i < ar; ++i)
-    for (int64_t j = 0; j < ac; ++j) wa[i * ac + j] = bf16_bits_to_float(a[i * lda + j]);
+  for (int64_t i = 0; i < ar; ++i) widen_bf16(a + i * lda, wa.data() + i * ac, ac);
 #pragma omp parallel for schedule(static) if (br * bc > 65536)
-  for (int64_t i = 0; i < br; ++i)
-    for (int64_t j = 0; j < bc; ++j) wb[i * bc + j] = bf16_bits_to_float(b[i * ldb + j]);
+  for (int64_t i = 0; i < br; ++i) widen_bf16(b + i * ldb, wb.data() + i * bc, bc);
   gemm<float>(ta, tb, m, n, k, alpha, wa.data(), ac, wb.data(), bc, beta, c, ldc);
 }
 
