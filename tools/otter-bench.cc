@@ -20,6 +20,7 @@
 
 #include "graph/error.h"
 #include "graph/graph_stats.h"
+#include "kernels/cpu/blas_core.h"
 #include "runtime/distributed.h"
 #include "runtime/json.h"
 #include "runtime/memory_budget.h"
@@ -546,6 +547,13 @@ int run(int argc, char** argv) {
   OTTER_CHECK(ranks >= 1 && (ranks == 1 || (dist.size == 1 && models.size() == 1)),
               "otter-bench: --ranks takes N >= 1, one model, and is not itself run under mpirun");
   Settings st = read_settings(args, dist.size);
+  if (st.device == "cpu") {
+    // Which fp32 GEMM kernels run: an OPENBLAS_CORETYPE holding OpenBLAS below the CPU halves the
+    // GEMM rate where the CPU has 512-bit FMA units (kernels/cpu/blas_core.h).
+    if (!args.has("json")) std::printf("cpu fp32 gemm: %s\n", cpu::describe_blas_core().c_str());
+    else if (cpu::blas_core_below_cpu())
+      std::fprintf(stderr, "otter-bench: note: %s\n", cpu::describe_blas_core().c_str());
+  }
   const fs::path tmp = fs::temp_directory_path() / ("otter-bench-" + std::to_string(getpid()));
   fs::create_directories(tmp);
   struct RemoveOnExit {  // also when a model fails

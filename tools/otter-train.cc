@@ -14,6 +14,7 @@
 #include "graph/export_check.h"
 #include "graph/onnx_io.h"
 #include "kernels/device.h"
+#include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/kernel.h"
@@ -323,6 +324,7 @@ int cmd_kernels(int argc, char** argv) {
   if (fmt == "text") {
     std::cout << "cpu loops: " << cpu::describe_isa() << "\n";
     std::cout << "cpu bf16 gemm: " << cpu::describe_bf16_gemm() << "\n";
+    std::cout << "cpu fp32 gemm: " << cpu::describe_blas_core() << "\n";
   }
   for (const auto& [op, dev, types] : rows) {
     if (fmt == "tsv") std::cout << op << '\t' << dev << '\t' << types << '\n';

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "graph/error.h"
+#include "kernels/cpu/blas_core.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "tools/bench_dp.h"
 
@@ -53,7 +54,7 @@ PeakFlops measure_sgemm_peak(int64_t n, int repeats) {
   p.flops = best_rate(n, repeats, [&] {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, a.data(), m, b.data(), m, 0.0f, c.data(), m);
   });
-  p.how = describe("sgemm", n, repeats);
+  p.how = describe("sgemm", n, repeats) + " (" + cpu::describe_blas_core() + ")";
   return p;
 }
 
