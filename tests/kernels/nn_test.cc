@@ -432,6 +432,67 @@ TEST(Pool, MaxPoolRandomVsNaive3D) {
         }
 }
 
+// The 2x2, stride-2 fast path (kernels/cpu/window.h, max_pool_row_2x2: four outputs at a time
+// with SSE masks, the rest one by one) against a sequential scan of each window in ONNX order:
+// the first maximum wins, a NaN wins over every number, an all -inf window has index -1 in the
+// gradient (nothing routed). Many ties (values from a small set), NaN and -inf, widths that leave
+// a remainder after the groups of four, float and double; MaxPoolGrad must route every output's
+// gradient to the same position.
+template <typename T>
+void check_max_pool_2x2_against_scan(int64_t h, int64_t w, uint32_t seed) {
+  const int64_t planes = 3, oh = h / 2, ow = w / 2;
+  std::mt19937 rng(seed);
+  std::vector<T> xv(static_cast<size_t>(planes * h * w));
+  for (T& v : xv) {
+    const uint32_t r = rng() % 16;
+    v = r == 0 ? std::numeric_limits<T>::quiet_NaN() : r == 1 ? -std::numeric_limits<T>::infinity() : T(r % 5);
+  }
+  // one window all -inf, one with two NaNs, one with a tie for the maximum
+  for (int64_t i : {int64_t{0}, int64_t{1}, w, w + 1}) xv[i] = -std::numeric_limits<T>::infinity();
+  xv[2] = xv[w + 3] = std::numeric_limits<T>::quiet_NaN();
+  xv[4] = xv[w + 4] = T(7);
+  Tensor x = Tensor::from_vector(Ints{1, planes, h, w}, xv);
+  std::vector<T> gv(static_cast<size_t>(planes * oh * ow));
+  for (size_t i = 0; i < gv.size(); ++i) gv[i] = T(i + 1);
+  const std::map<std::string, Attribute> attrs = {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}};
+  auto y = run_op({"MaxPool", {x}, attrs, 2});
+  auto dx = run_op({"MaxPoolGrad", {Tensor::from_vector(Ints{1, planes, oh, ow}, gv), x}, attrs, 1, 17, kOtterDomain});
+  ASSERT_EQ(y[0].dims(), (Ints{1, planes, oh, ow}));
+  std::vector<T> want_dx(xv.size(), T(0));
+  int64_t oi = 0;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t r = 0; r < oh; ++r)
+      for (int64_t c = 0; c < ow; ++c, ++oi) {
+        T best = -std::numeric_limits<T>::infinity();
+        int64_t at = -1;
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t j = 0; j < 2; ++j) {
+            const int64_t k = pl * h * w + (2 * r + i) * w + 2 * c + j;
+            const T v = xv[k];
+            if (v > best || (std::isnan(v) && !std::isnan(best))) {
+              best = v;
+              at = k;
+            }
+          }
+        const T got = y[0].data<T>()[oi];
+        if (std::isnan(best)) EXPECT_TRUE(std::isnan(got)) << oi;
+        else EXPECT_EQ(got, best) << oi;
+        if (at >= 0) {
+          EXPECT_EQ(y[1].data<int64_t>()[oi], at) << oi;
+          want_dx[at] += gv[oi];
+        }
+      }
+  EXPECT_EQ(values<T>(dx[0]), want_dx);
+}
+
+TEST(Pool, MaxPool2x2FastPathMatchesScanFloat) {
+  check_max_pool_2x2_against_scan<float>(6, 22, 1);  // 11 outputs a row: two groups of 4, then 3
+  check_max_pool_2x2_against_scan<float>(9, 8, 2);   // odd height: the last row is left out
+  check_max_pool_2x2_against_scan<float>(4, 9, 3);   // odd width
+}
+
+TEST(Pool, MaxPool2x2FastPathMatchesScanDouble) { check_max_pool_2x2_against_scan<double>(6, 22, 4); }
+
 // ---- normalisation --------------------------------------------------------------------------------
 
 TEST(Norm, BatchNormInference) {
