@@ -113,23 +113,25 @@ class BatchNormKernel : public cpu::FloatKernel<BatchNormKernel> {
     std::vector<double> mean = in_mean, var = in_var;
     if (training_) {
       const int64_t count = batch * spatial;
+      // Per channel, in double over lane_sum's 8 partial sums per image (vectorised).
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
       for (int64_t c = 0; c < channels; ++c) {
-        double s = 0;
-        for (int64_t n = 0; n < batch; ++n) {
-          const T* p = px + n * cs + c * spatial;
-          for (int64_t i = 0; i < spatial; ++i) s += p[i];
-        }
-        const double m = s / static_cast<double>(count);
-        double ss = 0;
-        for (int64_t n = 0; n < batch; ++n) {
-          const T* p = px + n * cs + c * spatial;
-          for (int64_t i = 0; i < spatial; ++i) {
-            const double dv = p[i] - m;
-            ss += dv * dv;
+        double s = 0, ss = 0;
+        cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+          for (int64_t n = 0; n < batch; ++n) {
+            const T* p = px + n * cs + c * spatial;
+            s += cpu::lane_sum(spatial, [&](int64_t i) { return static_cast<double>(p[i]); });
           }
-        }
-        mean[c] = m;
+          const double m = s / static_cast<double>(count);
+          for (int64_t n = 0; n < batch; ++n) {
+            const T* p = px + n * cs + c * spatial;
+            ss += cpu::lane_sum(spatial, [&](int64_t i) {
+              const double dv = p[i] - m;
+              return dv * dv;
+            });
+          }
+        });
+        mean[c] = s / static_cast<double>(count);
         var[c] = ss / static_cast<double>(count);
       }
     }
@@ -147,7 +149,9 @@ class BatchNormKernel : public cpu::FloatKernel<BatchNormKernel> {
       const T av = a[c], bv = b[c];
       const T* p = px + pl * spatial;
       T* q = py + pl * spatial;
-      for (int64_t i = 0; i < spatial; ++i) q[i] = p[i] * av + bv;
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        for (int64_t i = 0; i < spatial; ++i) q[i] = p[i] * av + bv;
+      });
     }
     if (!training_) return;
     const double mom = momentum_;
