@@ -20,6 +20,17 @@ struct Executor::Step {
   // The kernel context's pointer vectors, kept between runs so a call allocates none.
   std::vector<const Tensor*> ins;
   std::vector<Tensor*> outs;
+  // What the graph says of each output, copied here at plan time: checking an output then reads
+  // only the step (the Value objects are scattered in memory; reading them per run was a tenth
+  // of a small transformer's step, in cache misses).
+  struct OutSpec {
+    static constexpr int kMaxRank = 8;
+    DataType dtype = DataType::kFloat32;
+    int rank = -1;                // -1: rank unknown
+    int64_t dims[kMaxRank] = {};  // -1: not static
+    bool full_check = false;      // rank above kMaxRank: check against the Value itself
+  };
+  std::vector<OutSpec> out_specs;
 };
 
 namespace {
@@ -70,6 +81,17 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
     for (const Value* out : np->outputs()) {
       s.out_slots.push_back(out ? slot(out) : -1);
       if (out) last_use.emplace(slot(out), static_cast<int>(steps_.size()));
+      Step::OutSpec spec;
+      if (out) {
+        spec.dtype = out->dtype();
+        const Shape& sh = out->shape();
+        if (sh.rank_known && sh.rank() > Step::OutSpec::kMaxRank) spec.full_check = true;
+        else if (sh.rank_known) {
+          spec.rank = static_cast<int>(sh.rank());
+          for (int k = 0; k < spec.rank; ++k) spec.dims[k] = sh.dims[k].is_static() ? sh.dims[k].value : -1;
+        }
+      }
+      s.out_specs.push_back(spec);
     }
     steps_.push_back(std::move(s));
   }
@@ -97,6 +119,13 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
     for (int sl : st.in_slots)
       if (sl >= 0) read_[sl] = true;
   for (const Value* v : outputs_) read_[slot(v)] = true;
+  for (size_t i = 0; i < bindings_.size(); ++i) binding_of_.emplace(bindings_[i].first->name(), static_cast<int>(i));
+  for (const Value* v : outputs_) output_slots_.push_back(slot(v));
+  for (const auto& [s, u] : updates_) {
+    update_slots_.push_back(slot(u));
+    auto b = binding_of_.find(s->name());
+    update_binding_.push_back(b != binding_of_.end() && bindings_[b->second].first == s ? b->second : -1);
+  }
   bind_memory_plan();
   // Graph-held tensors go to the device the first time a run needs them (callers that feed the
   // parameters and state themselves, like the training session, never make a second copy).
@@ -189,20 +218,31 @@ void run_kernel(Kernel& kernel, KernelContext& ctx, const Node& n, Device& devic
 
 }  // namespace
 
-void Executor::bind_feeds(const std::map<std::string, Tensor>& feeds, const std::map<std::string, Tensor>* more,
+void Executor::bind_feeds(const std::map<std::string, Tensor>& feeds, std::map<std::string, Tensor>* more,
                           std::vector<Tensor>& slots, std::vector<const Tensor*>& host_slots) {
   const bool on_device = device_->type() != DeviceType::kCpu;
-  std::map<std::string, int64_t> symbols;
-  for (const auto& [v, sl] : bindings_) {
-    auto it = feeds.find(v->name());
-    if (it == feeds.end() && more) {
-      it = more->find(v->name());
-      if (it == more->end()) it = feeds.end();
+  // The fed tensor of each binding: one hash lookup per feed and state entry, instead of two
+  // ordered-map lookups per binding (constants included) on every run. Feeds win over state.
+  fed_.assign(bindings_.size(), nullptr);
+  state_entry_.assign(bindings_.size(), nullptr);
+  for (const auto& [name, t] : feeds) {
+    auto b = binding_of_.find(name);
+    if (b != binding_of_.end()) fed_[b->second] = &t;
+  }
+  if (more)
+    for (auto& [name, t] : *more) {
+      auto b = binding_of_.find(name);
+      if (b == binding_of_.end() || fed_[b->second]) continue;
+      fed_[b->second] = &t;
+      state_entry_[b->second] = &t;
     }
-    if (it != feeds.end()) {
-      check_feed(v, it->second, symbols);
-      slots[sl] = device_->to_device(it->second);
-      if (on_device && it->second.on_host()) host_slots[sl] = &it->second;
+  std::map<std::string, int64_t> symbols;
+  for (size_t i = 0; i < bindings_.size(); ++i) {
+    const auto& [v, sl] = bindings_[i];
+    if (const Tensor* t = fed_[i]) {
+      check_feed(v, *t, symbols);
+      slots[sl] = device_->to_device(*t);
+      if (on_device && t->on_host()) host_slots[sl] = t;
     } else if (v->kind() == ValueKind::kInput) {
       if (read_[sl]) fail("missing input '", v->name(), "' (", v->type_string(), ")");
     } else if (read_[sl] && v->has_data()) {
@@ -268,8 +308,14 @@ void Executor::run_step(Step& s, std::vector<Tensor>& slots, const std::vector<c
   ctx.subgraph_runner = &nested_runner_factory();
   run_kernel(*s.kernel, ctx, *s.node, *device_, on_device);
   ctx.release_pointers(s.ins, s.outs);
-  for (size_t i = 0; i < s.out_slots.size(); ++i)
-    if (s.out_slots[i] >= 0) check_output(*s.node, s.node->output(static_cast<int>(i)), slots[s.out_slots[i]]);
+  for (size_t i = 0; i < s.out_slots.size(); ++i) {
+    if (s.out_slots[i] < 0) continue;
+    const Tensor& t = slots[s.out_slots[i]];
+    const Step::OutSpec& spec = s.out_specs[i];
+    bool ok = !spec.full_check && t.defined() && t.dtype() == spec.dtype && (spec.rank < 0 || t.rank() == spec.rank);
+    for (int k = 0; ok && k < spec.rank; ++k) ok = spec.dims[k] < 0 || spec.dims[k] == t.dim(k);
+    if (!ok) check_output(*s.node, s.node->output(static_cast<int>(i)), t);  // says what is wrong
+  }
 }
 
 std::map<std::string, Tensor> Executor::run(const std::map<std::string, Tensor>& feeds,
@@ -305,12 +351,14 @@ std::map<std::string, Tensor> Executor::run_impl(const std::map<std::string, Ten
       if (!pinned[sl]) slots[sl] = Tensor();
   }
   std::map<std::string, Tensor> result;
-  for (const Value* v : outputs_) result[v->name()] = slots[slot_of_.at(v)];
+  for (size_t i = 0; i < outputs_.size(); ++i) result[outputs_[i]->name()] = slots[output_slots_[i]];
   for (size_t i = 0; i < extra_outputs.size(); ++i) result[extra_outputs[i]] = slots[extra_slots[i]];
-  if (state) {
-    for (const auto& [s, u] : updates_) (*state)[s->name()] = slots[slot_of_.at(u)];
-  } else {
-    for (const auto& [s, u] : updates_) result[u->name()] = slots[slot_of_.at(u)];
+  for (size_t k = 0; k < updates_.size(); ++k) {
+    const auto& [s, u] = updates_[k];
+    Tensor& updated = slots[update_slots_[k]];
+    if (!state) result[u->name()] = updated;
+    else if (Tensor* entry = update_binding_[k] >= 0 ? state_entry_[update_binding_[k]] : nullptr) *entry = updated;
+    else (*state)[s->name()] = updated;  // fed by `feeds`, or not read: by name
   }
   return result;
 }

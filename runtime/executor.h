@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/ir.h"
@@ -73,7 +74,7 @@ class Executor {
   void bind_memory_plan();
   struct Step;
   // Puts feeds, initializers and state into their slots (host copies too, off the CPU).
-  void bind_feeds(const std::map<std::string, Tensor>& feeds, const std::map<std::string, Tensor>* more,
+  void bind_feeds(const std::map<std::string, Tensor>& feeds, std::map<std::string, Tensor>* more,
                   std::vector<Tensor>& slots, std::vector<const Tensor*>& host_slots);
   std::map<std::string, Tensor> run_impl(const std::map<std::string, Tensor>& feeds,
                                          std::map<std::string, Tensor>* state,
@@ -92,6 +93,14 @@ class Executor {
   std::vector<Tensor> planned_;
   std::map<const Value*, int> slot_of_;
   std::vector<std::pair<const Value*, int>> bindings_;  // the non-node values (inputs, initializers, state) and slots
+  std::unordered_map<std::string, int> binding_of_;      // name -> index in bindings_
+  // Per run, per binding: the fed tensor, and the state map's entry it came from (run_with_state
+  // writes the update back there without a second lookup by name).
+  std::vector<const Tensor*> fed_;
+  std::vector<Tensor*> state_entry_;
+  std::vector<int> output_slots_;    // per outputs_
+  std::vector<int> update_slots_;    // per updates_: the updated value's slot
+  std::vector<int> update_binding_;  // per updates_: the state value's index in bindings_, or -1
   int num_slots_ = 0;
   std::vector<const Value*> outputs_;
   std::vector<std::pair<const Value*, const Value*>> updates_;
