@@ -66,6 +66,7 @@ std::string gradient_pipeline(const TrainingPipelineOptions& o) {
   text += ",freeze-unreachable";
   if (o.fuse_attention.enabled) text += "," + pass_text("fuse-attention", o.fuse_attention);
   if (o.fuse_bias_gelu.enabled) text += "," + pass_text("fuse-bias-gelu", o.fuse_bias_gelu);
+  if (o.fold_transpose.enabled) text += "," + pass_text("fold-transpose", o.fold_transpose);
   if (!o.loss.from_model()) text += "," + pass_text("add-loss", o.loss.add);
   if (o.precision != Precision::kFp32) text += "," + mixed_precision_step(o);
   text += "," + autodiff_step(o);
@@ -92,6 +93,32 @@ std::string eval_pipeline(const TrainingPipelineOptions& o) {
   return text;
 }
 
+namespace {
+
+// The forward-graph rewrites of training_pipeline(), each an optimisation left out where not
+// registered.
+void forward_rewrites(const TrainingPipelineOptions& o, const PassRegistry& registry, std::vector<std::string>& steps) {
+  // Attention fuses in the forward graph: mixed precision casts the fused op as one GEMM-like op,
+  // autodiff differentiates it (ai.otter.AttentionGrad recomputes the probabilities per block
+  // instead of keeping them) and recompute sees one contraction to keep, not a Softmax to redo.
+  // After lora (its targets are the q/k/v projections, which fusion leaves alone) and after
+  // freeze-unreachable (it reads the exported ops). An optimisation: left out where not registered.
+  if (o.fuse_attention.enabled && registry.has("fuse-attention"))
+    steps.push_back(pass_text("fuse-attention", o.fuse_attention));
+  // The bias Add and the exported GELU chain become one BiasGelu the same way, in the forward graph
+  // for the same reasons (its gradient recomputes the pre-activation instead of keeping five
+  // intermediates). It touches no Softmax or MatMul, so the order against fuse-attention is free.
+  if (o.fuse_bias_gelu.enabled && registry.has("fuse-bias-gelu"))
+    steps.push_back(pass_text("fuse-bias-gelu", o.fuse_bias_gelu));
+  // Weight Transposes fold into Gemm {transB=1} in the forward graph, so autodiff emits no
+  // Transpose for the weight gradients either. After lora (which reads MatMul through Transpose)
+  // and the fusions (which read MatMuls of rank 4); left out where not registered.
+  if (o.fold_transpose.enabled && registry.has("fold-transpose"))
+    steps.push_back(pass_text("fold-transpose", o.fold_transpose));
+}
+
+}  // namespace
+
 std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegistry& registry) {
   const LossScaleOptions scale = loss_scale_options(o);
   std::vector<std::string> steps;
@@ -108,18 +135,7 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   }
   // Once the adapters are connected, parameters no differentiable path takes to an output freeze.
   steps.push_back("freeze-unreachable");
-  // Attention fuses in the forward graph: mixed precision casts the fused op as one GEMM-like op,
-  // autodiff differentiates it (ai.otter.AttentionGrad recomputes the probabilities per block
-  // instead of keeping them) and recompute sees one contraction to keep, not a Softmax to redo.
-  // After lora (its targets are the q/k/v projections, which fusion leaves alone) and after
-  // freeze-unreachable (it reads the exported ops). An optimisation: left out where not registered.
-  if (o.fuse_attention.enabled && registry.has("fuse-attention"))
-    steps.push_back(pass_text("fuse-attention", o.fuse_attention));
-  // The bias Add and the exported GELU chain become one BiasGelu the same way, in the forward graph
-  // for the same reasons (its gradient recomputes the pre-activation instead of keeping five
-  // intermediates). It touches no Softmax or MatMul, so the order against fuse-attention is free.
-  if (o.fuse_bias_gelu.enabled && registry.has("fuse-bias-gelu"))
-    steps.push_back(pass_text("fuse-bias-gelu", o.fuse_bias_gelu));
+  forward_rewrites(o, registry, steps);
   // The loss joins the forward graph before anything reads the forward graph as a whole: mixed
   // precision must see the loss subgraph (to keep it fp32) and autodiff differentiates it.
   if (!o.loss.from_model()) steps.push_back(pass_text("add-loss", o.loss.add));

@@ -12,6 +12,7 @@
 #include "passes/add_loss.h"
 #include "passes/batchnorm_mode.h"
 #include "passes/fuse_attention.h"
+#include "passes/fold_transpose.h"
 #include "passes/fuse_bias_gelu.h"
 #include "passes/all_reduce.h"
 #include "passes/lora.h"
@@ -51,6 +52,9 @@ struct TrainingPipelineOptions {
   // Fused bias + GELU (fuse-bias-gelu pass): on unless enabled=false. Less activation memory and,
   // with the vectorised erf, a faster step on the CPU (docs/performance.md, "fuse-bias-gelu").
   FuseBiasGeluOptions fuse_bias_gelu;
+  // Linear layers' weight Transposes folded into Gemm {transB=1} (fold-transpose pass): on unless
+  // enabled=false. No Transpose of a weight or of its gradient in the step.
+  FoldTransposeOptions fold_transpose;
   RecomputeOptions recompute;  // activation recomputation (recompute pass): on unless policy none
   AllReduceOptions all_reduce;  // data parallelism (all-reduce pass): on when all_reduce.world > 1
   bool operator==(const TrainingPipelineOptions&) const = default;

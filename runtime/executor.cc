@@ -119,13 +119,7 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
     for (int sl : st.in_slots)
       if (sl >= 0) read_[sl] = true;
   for (const Value* v : outputs_) read_[slot(v)] = true;
-  for (size_t i = 0; i < bindings_.size(); ++i) binding_of_.emplace(bindings_[i].first->name(), static_cast<int>(i));
-  for (const Value* v : outputs_) output_slots_.push_back(slot(v));
-  for (const auto& [s, u] : updates_) {
-    update_slots_.push_back(slot(u));
-    auto b = binding_of_.find(s->name());
-    update_binding_.push_back(b != binding_of_.end() && bindings_[b->second].first == s ? b->second : -1);
-  }
+  index_bindings();
   bind_memory_plan();
   // Graph-held tensors go to the device the first time a run needs them (callers that feed the
   // parameters and state themselves, like the training session, never make a second copy).
@@ -133,6 +127,16 @@ Executor::Executor(const Graph& g, ExecutorOptions opts)
 }
 
 Executor::~Executor() = default;
+
+void Executor::index_bindings() {
+  for (size_t i = 0; i < bindings_.size(); ++i) binding_of_.emplace(bindings_[i].first->name(), static_cast<int>(i));
+  for (const Value* v : outputs_) output_slots_.push_back(slot_of_.at(v));
+  for (const auto& [s, u] : updates_) {
+    update_slots_.push_back(slot_of_.at(u));
+    auto b = binding_of_.find(s->name());
+    update_binding_.push_back(b != binding_of_.end() && bindings_[b->second].first == s ? b->second : -1);
+  }
+}
 
 OpProfile& OpProfile::global() {
   static OpProfile p;

@@ -72,6 +72,8 @@ class Executor {
 
  private:
   void bind_memory_plan();
+  // Fills binding_of_, output_slots_, update_slots_ and update_binding_ (plan time).
+  void index_bindings();
   struct Step;
   // Puts feeds, initializers and state into their slots (host copies too, off the CPU).
   void bind_feeds(const std::map<std::string, Tensor>& feeds, std::map<std::string, Tensor>* more,

@@ -97,6 +97,7 @@ struct Settings {
   int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
   bool fuse_attention = true;  // the fuse-attention pass (--fuse-attention on|off)
   bool fuse_bias_gelu = true;  // the fuse-bias-gelu pass (--fuse-bias-gelu on|off)
+  bool fold_transpose = true;  // the fold-transpose pass (--fold-transpose on|off)
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -155,6 +156,7 @@ Result bench_otter(const BenchModel& m, const Settings& st, const std::string& d
   o.pipeline.recompute.policy = st.recompute;
   o.pipeline.fuse_attention.enabled = st.fuse_attention;
   o.pipeline.fuse_bias_gelu.enabled = st.fuse_bias_gelu;
+  o.pipeline.fold_transpose.enabled = st.fold_transpose;
   o.device = st.device;
   if (st.ranks > 1) o.pipeline.all_reduce = {st.ranks, o.pipeline.all_reduce.bucket, st.zero};
   auto session = TrainingSession::create(m.path, o);
@@ -475,6 +477,7 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
       {"fuse-attention", true, "on|off (default on): the fuse-attention pass (passes/fuse_attention.h)", "on|off"},
       {"fuse-bias-gelu", true, "on|off (default on): the fuse-bias-gelu pass (passes/fuse_bias_gelu.h)", "on|off"},
+      {"fold-transpose", true, "on|off (default on): the fold-transpose pass (passes/fold_transpose.h)", "on|off"},
       {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
       {"help", false, "show this help"},
   };
@@ -498,6 +501,9 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   OTTER_CHECK(fuse_gelu == "on" || fuse_gelu == "off", "otter-bench: --fuse-bias-gelu must be on or off, got '",
               fuse_gelu, "'");
   st.fuse_bias_gelu = fuse_gelu == "on";
+  const std::string fold = args.get("fold-transpose", "on");
+  OTTER_CHECK(fold == "on" || fold == "off", "otter-bench: --fold-transpose must be on or off, got '", fold, "'");
+  st.fold_transpose = fold == "on";
   OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
   OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
               "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");

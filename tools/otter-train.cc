@@ -251,6 +251,7 @@ int cmd_grad(int argc, char** argv) {
   for (auto& f : precision_flags(/*interval=*/false)) flags.push_back(f);
   flags.push_back(fuse_attention_flag());
   flags.push_back(fuse_bias_gelu_flag());
+  flags.push_back(fold_transpose_flag());
   for (auto& f : lora_flags()) flags.push_back(f);
   flags.push_back({"seed", true, "seed of the LoRA adapters' A (default 0)", "S"});
   flags.push_back({"batch-size", true, "use the first B samples (default: every sample)", "B"});
@@ -268,6 +269,7 @@ int cmd_grad(int argc, char** argv) {
   read_precision_flags(args, p);
   read_fuse_attention_flag(args, p);
   read_fuse_bias_gelu_flag(args, p);
+  read_fold_transpose_flag(args, p);
   if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
   p.batchnorm.mode = args.get_enum("batchnorm", p.batchnorm.mode);
   TrainingOptions init;

@@ -126,6 +126,19 @@ void read_fuse_bias_gelu_flag(const cli::Args& args, TrainingPipelineOptions& p)
   p.fuse_bias_gelu.enabled = f == "on";
 }
 
+cli::FlagSpec fold_transpose_flag() {
+  return {"fold-transpose", true,
+          "on|off (default on): multiply by Linear weights through Gemm {transB=1} instead of transposing them (fold-transpose pass)",
+          "on|off"};
+}
+
+void read_fold_transpose_flag(const cli::Args& args, TrainingPipelineOptions& p) {
+  if (!args.has("fold-transpose")) return;
+  const std::string f = args.get("fold-transpose");
+  if (f != "on" && f != "off") fail("--fold-transpose must be on or off, got '", f, "'");
+  p.fold_transpose.enabled = f == "on";
+}
+
 // Flags of LoRA fine-tuning and initial values (train and grad share them).
 std::vector<cli::FlagSpec> lora_flags() {
   return {
@@ -163,6 +176,7 @@ std::vector<cli::FlagSpec> train_flags() {
   for (auto& p : precision_flags()) rest.push_back(p);
   rest.push_back(fuse_attention_flag());
   rest.push_back(fuse_bias_gelu_flag());
+  rest.push_back(fold_transpose_flag());
   std::vector<cli::FlagSpec> more = {
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "NAME"},
       {"lr", true, "learning rate (default 1e-3)", "LR"},
@@ -239,6 +253,7 @@ TrainingOptions read_training_flags(const cli::Args& args) {
   read_precision_flags(args, o.pipeline);
   read_fuse_attention_flag(args, o.pipeline);
   read_fuse_bias_gelu_flag(args, o.pipeline);
+  read_fold_transpose_flag(args, o.pipeline);
   o.pipeline.optimizer = read_optimizer_flags(args);
   if (args.has("freeze")) o.pipeline.freeze = split_commas(args.get("freeze"));
   o.pipeline.batchnorm.mode = args.get_enum("batchnorm", o.pipeline.batchnorm.mode);

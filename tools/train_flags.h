@@ -31,6 +31,9 @@ void read_fuse_attention_flag(const cli::Args& args, TrainingPipelineOptions& p)
 // --fuse-bias-gelu on|off (train and grad share it): TrainingPipelineOptions::fuse_bias_gelu.enabled.
 cli::FlagSpec fuse_bias_gelu_flag();
 void read_fuse_bias_gelu_flag(const cli::Args& args, TrainingPipelineOptions& p);
+// --fold-transpose on|off (train and grad share it): TrainingPipelineOptions::fold_transpose.enabled.
+cli::FlagSpec fold_transpose_flag();
+void read_fold_transpose_flag(const cli::Args& args, TrainingPipelineOptions& p);
 // Flags of LoRA fine-tuning and initial values (train and grad share them).
 std::vector<cli::FlagSpec> lora_flags();
 void read_lora_flags(const cli::Args& args, int64_t seed, TrainingPipelineOptions& p, TrainingOptions* o);

@@ -10,6 +10,7 @@
 #include "passes/autodiff.h"
 #include "passes/batchnorm_mode.h"
 #include "passes/fuse_attention.h"
+#include "passes/fold_transpose.h"
 #include "passes/fuse_bias_gelu.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
@@ -168,9 +169,10 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   expect_round_trip("fuse-attention", FuseAttentionOptions{false, false});
   expect_round_trip("fuse-bias-gelu", FuseBiasGeluOptions{true, false});
   expect_round_trip("fuse-bias-gelu", FuseBiasGeluOptions{false, true});
+  expect_round_trip("fold-transpose", FoldTransposeOptions{false});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
                         "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce", "fuse-attention",
-                        "fuse-bias-gelu"})
+                        "fuse-bias-gelu", "fold-transpose"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";

@@ -18,22 +18,22 @@ std::string error_of(const std::function<void()>& f) {
 
 TEST(TrainingPipeline, DefaultOptions) {
   EXPECT_EQ(training_pipeline({}),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,add-loss{type=ce},autodiff,"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fold-transpose,add-loss{type=ce},autodiff,"
             "grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},memory-plan");
   TrainingPipelineOptions unfused;
   unfused.fuse_attention.enabled = false;  // otter-train --fuse-attention off
   EXPECT_EQ(training_pipeline(unfused),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,add-loss{type=ce},autodiff,grad-accumulation{steps=1},"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fold-transpose,add-loss{type=ce},autodiff,grad-accumulation{steps=1},"
             "optimizer{type=adamw,lr=0.001},"
             "memory-plan");
   EXPECT_EQ(gradient_pipeline({}),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,add-loss{type=ce},autodiff");
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fold-transpose,add-loss{type=ce},autodiff");
   EXPECT_EQ(gradient_pipeline(unfused),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,add-loss{type=ce},autodiff");
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fold-transpose,add-loss{type=ce},autodiff");
   TrainingPipelineOptions no_gqa;
   no_gqa.fuse_attention.gqa = false;
   EXPECT_EQ(gradient_pipeline(no_gqa),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention{gqa=false},fuse-bias-gelu,add-loss{type=ce},autodiff");
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention{gqa=false},fuse-bias-gelu,fold-transpose,add-loss{type=ce},autodiff");
 }
 
 // fuse-bias-gelu runs by default, after fuse-attention (alone when attention is unfused);
@@ -41,14 +41,14 @@ TEST(TrainingPipeline, DefaultOptions) {
 TEST(TrainingPipeline, FuseBiasGeluByDefault) {
   TrainingPipelineOptions gelu;
   EXPECT_EQ(gradient_pipeline(gelu),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,add-loss{type=ce},autodiff");
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fold-transpose,add-loss{type=ce},autodiff");
   gelu.fuse_attention.enabled = false;
   EXPECT_EQ(gradient_pipeline(gelu),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,add-loss{type=ce},autodiff");
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fold-transpose,add-loss{type=ce},autodiff");
   gelu.fuse_bias_gelu.bias = false;
   EXPECT_NE(training_pipeline(gelu).find(",fuse-bias-gelu{bias=false},"), std::string::npos);
   gelu.fuse_bias_gelu.enabled = false;  // otter-train --fuse-bias-gelu off
-  EXPECT_EQ(gradient_pipeline(gelu), "batchnorm-mode,canonicalize,freeze-unreachable,add-loss{type=ce},autodiff");
+  EXPECT_EQ(gradient_pipeline(gelu), "batchnorm-mode,canonicalize,freeze-unreachable,fold-transpose,add-loss{type=ce},autodiff");
 }
 
 TEST(TrainingPipeline, EveryOptionReachesItsPass) {
@@ -69,7 +69,7 @@ TEST(TrainingPipeline, EveryOptionReachesItsPass) {
   c.warmup = 10;
   c.total = 1000;
   EXPECT_EQ(training_pipeline(o),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,add-loss{type=mse,output=y,labels=target},"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fold-transpose,add-loss{type=mse,output=y,labels=target},"
             "autodiff{freeze=fc1.*;emb?},"
             "grad-accumulation{steps=4},optimizer{type=sgd,lr=0.1,weight_decay=1e-04,momentum=0.9,"
             "nesterov=true,clip_norm=1.5,schedule=cosine,warmup=10,total=1000},memory-plan");
@@ -79,7 +79,7 @@ TEST(TrainingPipeline, ModelLossSkipsAddLoss) {
   TrainingPipelineOptions o;
   o.loss = LossSpec::parse("model:total_loss");
   EXPECT_EQ(training_pipeline(o),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,autodiff{loss=total_loss},"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fold-transpose,autodiff{loss=total_loss},"
             "grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},memory-plan");
   EXPECT_EQ(eval_pipeline(o), "canonicalize,eval-mode");
   EXPECT_EQ(eval_pipeline({}), "canonicalize,eval-mode,add-loss{type=ce}");
@@ -94,7 +94,7 @@ TEST(TrainingPipeline, ThePipelineParsesAndEveryPassValidates) {
   std::vector<std::string> names;
   for (const auto& p : pm.passes()) names.push_back(p->name());
   std::vector<std::string> want{"batchnorm-mode", "canonicalize",      "freeze-unreachable", "fuse-attention",
-                                "fuse-bias-gelu", "add-loss",          "autodiff",           "grad-accumulation",
+                                "fuse-bias-gelu", "fold-transpose", "add-loss",          "autodiff",           "grad-accumulation",
                                 "optimizer",      "memory-plan"};
   EXPECT_EQ(names, want);
 }
