@@ -17,6 +17,7 @@
 #include "runtime/gradients.h"
 #include "runtime/npz.h"
 #include "runtime/training_session.h"
+#include "tests/runtime/pipeline_ab_util.h"
 #include "tests/runtime/training_test_util.h"
 
 namespace otter {
@@ -167,59 +168,18 @@ TEST(FusedAttention, LowersTheActivationPeak) {
 // blocks): the loss and every parameter's gradient on one batch, then the losses of 5 AdamW steps,
 // agree within 1e-5 (fp32; the fused kernel evaluates the same erf formula in another order).
 TEST(FusedBiasGelu, GptHasTheSameGradientsAndLosses) {
-  const int64_t n = 32;
-  std::vector<int64_t> tokens, labels;
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t t = 0; t < 16; ++t) {
-      tokens.push_back((i * 7 + t * t) % 64);
-      labels.push_back((i * 7 + t * t + 5) % 64);
-    }
-  const Tensor tok = Tensor::from_vector<int64_t>({n, 16}, tokens), lab = Tensor::from_vector<int64_t>({n, 16}, labels);
-  std::vector<std::pair<std::string, Tensor>> grads[2];
-  for (bool fuse : {false, true}) {
-    TrainingPipelineOptions p;
-    p.fuse_bias_gelu.enabled = fuse;
-    GradientEvaluator ge(model_file("gpt/gpt.onnx"), p, cpu_device(), {.batch = n});
+  const auto [tok, lab] = testing::gpt_batch(32, 7, 5);
+  const testing::PassSwitch set = [](TrainingPipelineOptions& p, bool on) { p.fuse_bias_gelu.enabled = on; };
+  testing::expect_same_gpt_gradients(set, tok, lab, 1e-5, 0, "bias-gelu", [](const Graph& g, bool fuse) {
     int64_t bias_gelu = 0, erf = 0;
-    for (const auto& node : ge.graph().nodes()) {
+    for (const auto& node : g.nodes()) {
       bias_gelu += node->op_type() == "BiasGelu" || node->op_type() == "BiasGeluGrad";
       erf += node->op_type() == "Erf" || node->op_type() == "ErfGrad";
     }
     EXPECT_EQ(bias_gelu, fuse ? 4 : 0);
     EXPECT_EQ(erf, fuse ? 0 : 4);
-    grads[fuse] = ge.run({{"tokens", tok}, {"labels", lab}});
-  }
-  ASSERT_EQ(grads[0].size(), grads[1].size());
-  double worst = 0;
-  for (size_t i = 0; i < grads[0].size(); ++i) {
-    const auto& [name, a] = grads[0][i];
-    const Tensor& b = grads[1][i].second;
-    ASSERT_EQ(grads[1][i].first, name);
-    ASSERT_EQ(a.dims(), b.dims()) << name;
-    for (int64_t k = 0; k < a.numel(); ++k) {
-      const double d = std::abs(a.get_as_double(k) - b.get_as_double(k));
-      worst = std::max(worst, d);
-      ASSERT_LE(d, 1e-5) << name << " element " << k;
-    }
-  }
-  std::cout << "[bias-gelu] largest |unfused - fused| over the loss and " << grads[0].size() - 1
-            << " gradients: " << worst << "\n";
-  TempDir dir;
-  const std::string data = dir.path + "/seq.npz";
-  write_npz(data, {{"tokens", tok}, {"labels", lab}});
-  std::vector<double> losses[2];
-  for (bool fuse : {false, true}) {
-    TrainingOptions o;
-    o.batch_size = 8;
-    o.pipeline.optimizer.lr = 3e-3;
-    o.pipeline.fuse_bias_gelu.enabled = fuse;
-    auto s = TrainingSession::create(model_file("gpt/gpt.onnx"), o);
-    Dataset train = Dataset::from_npz(data, s->batch_inputs());
-    DataLoader loader(train, 8, true, 0);
-    for (int i = 0; i < 5; ++i) losses[fuse].push_back(s->train_step(loader.next()).loss);
-  }
-  EXPECT_LT(losses[0].back(), losses[0].front());  // it does train
-  for (int i = 0; i < 5; ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5) << "step " << i;
+  });
+  testing::expect_same_gpt_losses(set, tok, lab, 1e-5);
 }
 
 }  // namespace
