@@ -163,10 +163,22 @@ __attribute__((target(OTTER_TARGET_BF16))) void pack_b_strip(const u16* b, int64
   }
 }
 
-// C[rows x cols] = alpha * A_strip B_strip + cbeta * C (cbeta == 0: C not read), rows <= MR, cols <= NR.
+// float_to_bf16 (graph/half.h) on 16 lanes: round to nearest even, NaN quieted; bit for bit the
+// scalar function's result.
+__attribute__((target(OTTER_TARGET_BF16))) inline __m256i round_to_bf16_16(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+// C[rows x cols] = alpha * A_strip B_strip + cbeta * C (cbeta == 0: C not read), rows <= MR, cols <= NR;
+// with y, the sums go rounded to bf16 into y (row stride ldy) instead of into C.
 __attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u32* ap, const u32* bp, float* c,
                                                               int64_t ldc, int rows, int cols, float alpha,
-                                                              float cbeta) {
+                                                              float cbeta, u16* y, int64_t ldy) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int r = 0; r < kMR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -194,13 +206,20 @@ __attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u
       x0 = _mm512_add_ps(x0, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m0, row)));
       x1 = _mm512_add_ps(x1, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m1, row + 16)));
     }
+    if (y) {
+      u16* yrow = y + r * ldy;
+      _mm256_mask_storeu_epi16(yrow, m0, round_to_bf16_16(x0));
+      _mm256_mask_storeu_epi16(yrow + 16, m1, round_to_bf16_16(x1));
+      continue;
+    }
     _mm512_mask_storeu_ps(row, m0, x0);
     _mm512_mask_storeu_ps(row + 16, m1, x1);
   }
 }
 
+// With y, the last depth block writes the rounded result to y instead of C (see gemm_bf16_round).
 void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u16* a, int64_t lda,
-                      const u16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                      const u16* b, int64_t ldb, float beta, float* c, int64_t ldc, u16* y, int64_t ldy) {
   const int threads = gemm_is_small(m, n, k) ? 1 : omp_get_max_threads();
   const int64_t kp_max = (std::min(kKC, k) + 1) / 2;
   std::vector<u32> bpack(static_cast<size_t>(kp_max * ((std::min(kNC, n) + kNR - 1) / kNR) * kNR));
@@ -209,6 +228,7 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
     for (int64_t pc = 0; pc < k; pc += kKC) {
       const int64_t kc = std::min(kKC, k - pc), kp = (kc + 1) / 2;
       const float cbeta = pc == 0 ? beta : 1.f;
+      u16* const yblock = y && pc + kc >= k ? y : nullptr;  // the last depth block rounds into y
       const int64_t mblocks = (m + kMC - 1) / kMC;
       // Enough tasks for every thread: split the strips into groups when there are few row blocks.
       const int64_t groups = std::clamp<int64_t>((2 * threads + mblocks - 1) / mblocks, 1, strips);
@@ -230,7 +250,8 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
               const u32* bs = bpack.data() + s * kp * kNR;
               for (int64_t ir = 0; ir < mc; ir += kMR)
                 micro_kernel(kp, apack.data() + (ir / kMR) * kp * kMR, bs, c + (i0 + ir) * ldc + jc + s * kNR, ldc,
-                             static_cast<int>(std::min<int64_t>(kMR, mc - ir)), cols, alpha, cbeta);
+                             static_cast<int>(std::min<int64_t>(kMR, mc - ir)), cols, alpha, cbeta,
+                             yblock ? yblock + (i0 + ir) * ldy + jc + s * kNR : nullptr, ldy);
             }
           }
         }
@@ -276,7 +297,21 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
     return;
   }
 #if OTTER_HAVE_BF16_KERNEL
-  gemm_bf16_native(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_bf16_native(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nullptr, 0);
+#endif
+}
+
+void gemm_bf16_round(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u16* a, int64_t lda,
+                     const u16* b, int64_t ldb, float beta, float* c, int64_t ldc, u16* y, int64_t ldy) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == 0.f || !bf16_gemm_native()) {
+    gemm_bf16_widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+#pragma omp parallel for schedule(static) if (m * n > 65536)
+    for (int64_t i = 0; i < m; ++i) round_to_bf16(c + i * ldc, y + i * ldy, n);
+    return;
+  }
+#if OTTER_HAVE_BF16_KERNEL
+  gemm_bf16_native(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, y, ldy);
 #endif
 }
 

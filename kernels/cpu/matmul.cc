@@ -54,15 +54,23 @@ class MatMulKernel : public Kernel {
     if (b.dtype() != DataType::kBFloat16) ctx.error(str_cat("B has type ", b.describe(), ", A ", a.describe()));
     Tensor& y = ctx.allocate_output(0, DataType::kBFloat16, s.out_dims);
     if (s.nbatch == 0 || s.m == 0 || s.n == 0) return;
-    Tensor acc(DataType::kFloat32, s.out_dims);
     const auto* pa = static_cast<const uint16_t*>(a.raw());
     const auto* pb = static_cast<const uint16_t*>(b.raw());
-    float* pc = acc.data<float>();
+    auto* py = static_cast<uint16_t*>(y.raw());
+    float* pc = float_scratch(y.numel());
     for_each_gemm(s, [&](int64_t rows, int64_t ao, int64_t bo, int64_t yo) {
-      cpu::gemm_bf16(false, false, rows, s.n, s.k, 1.f, pa + ao, s.k, pb + bo, s.n, 0.f, pc + yo, s.n);
+      cpu::gemm_bf16_round(false, false, rows, s.n, s.k, 1.f, pa + ao, s.k, pb + bo, s.n, 0.f, pc + yo, s.n, py + yo,
+                           s.n);
     });
-    cpu::round_into(acc, y);
   }
+
+  // The float32 sums of a bf16 product (gemm_bf16_round's C), kept between runs: no allocation or
+  // zeroing per call (C is written before it is read).
+  float* float_scratch(int64_t n) {
+    if (static_cast<int64_t>(scratch_.size()) < n) scratch_.resize(static_cast<size_t>(n));
+    return scratch_.data();
+  }
+  std::vector<float> scratch_;
 
   template <typename T>
   void compute(KernelContext& ctx, const Tensor& a, const Tensor& b, const params::MatMulShape& s) {
@@ -99,8 +107,8 @@ class GemmKernel : public Kernel {
     const int64_t m = dims.m, n = dims.n, k = dims.k;
     Tensor& y = ctx.allocate_output(0, DataType::kBFloat16, {m, n});
     if (m == 0 || n == 0) return;
-    Tensor acc(DataType::kFloat32, {m, n});
-    float* py = acc.data<float>();
+    if (static_cast<int64_t>(scratch_.size()) < m * n) scratch_.resize(static_cast<size_t>(m * n));
+    float* py = scratch_.data();  // the float32 sums (gemm_bf16_round's C), kept between runs
     float gemm_beta = 0.f;
     if (ctx.has_input(2) && at_.beta != 0.f) {
       const Tensor& c = ctx.input(2);
@@ -113,10 +121,11 @@ class GemmKernel : public Kernel {
         for (int64_t j = 0; j < n; ++j) py[i * n + j] = at_.beta * pc[i * rs + j * cs];
       gemm_beta = 1.f;
     }
-    cpu::gemm_bf16(at_.trans_a, at_.trans_b, m, n, k, at_.alpha, static_cast<const uint16_t*>(a.raw()),
-                   at_.trans_a ? m : k, static_cast<const uint16_t*>(b.raw()), at_.trans_b ? k : n, gemm_beta, py, n);
-    cpu::round_into(acc, y);
+    cpu::gemm_bf16_round(at_.trans_a, at_.trans_b, m, n, k, at_.alpha, static_cast<const uint16_t*>(a.raw()),
+                         at_.trans_a ? m : k, static_cast<const uint16_t*>(b.raw()), at_.trans_b ? k : n, gemm_beta, py,
+                         n, static_cast<uint16_t*>(y.raw()), n);
   }
+  std::vector<float> scratch_;
 
   template <typename T>
   void compute(KernelContext& ctx) {

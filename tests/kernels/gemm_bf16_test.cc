@@ -106,6 +106,49 @@ TEST(GemmBf16, NativePathMatchesFloat64) {
   cpu::set_active_isa(saved);
 }
 
+// gemm_bf16_round must give, bit for bit, gemm_bf16 into C followed by float_to_bf16 of C: on
+// both paths, every case above (one and several depth blocks, beta 0 and not, all transpositions,
+// strided C and Y), with NaN, infinity and values halfway between two bf16 in C so that the
+// rounding's ties and NaN quieting are exercised when beta != 0.
+void check_round_case(const Case& t, const char* path) {
+  const int64_t ar = t.ta ? t.k : t.m, ac = (t.ta ? t.m : t.k) + t.pad;
+  const int64_t br = t.tb ? t.n : t.k, bc = (t.tb ? t.k : t.n) + t.pad;
+  const int64_t ldc = t.n + t.pad;
+  const std::vector<uint16_t> a = random_bf16(ar * ac, 31 + t.m), b = random_bf16(br * bc, 37 + t.n);
+  std::vector<float> c(static_cast<size_t>(t.m * ldc));
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& x : c) x = d(rng);
+  if (c.size() > 3) {
+    c[0] = NAN;
+    c[1] = INFINITY;
+    c[2] = bf16_to_float(0x3f81) + std::ldexp(1.0f, -8);  // halfway between two bf16: a tie
+  }
+  std::vector<float> ref = c, scratch = c;
+  cpu::gemm_bf16(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), ac, b.data(), bc, t.beta, ref.data(), ldc);
+  std::vector<uint16_t> y(static_cast<size_t>(t.m * ldc), 0xdead);
+  cpu::gemm_bf16_round(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), ac, b.data(), bc, t.beta, scratch.data(), ldc,
+                       y.data(), ldc);
+  for (int64_t i = 0; i < t.m; ++i) {
+    for (int64_t j = 0; j < t.n; ++j)
+      ASSERT_EQ(y[i * ldc + j], float_to_bf16(ref[i * ldc + j]))
+          << path << " m=" << t.m << " n=" << t.n << " k=" << t.k << " ta=" << t.ta << " tb=" << t.tb << " beta="
+          << t.beta << " at (" << i << ", " << j << ")";
+    for (int64_t j = t.n; j < ldc; ++j) ASSERT_EQ(y[i * ldc + j], 0xdead) << path << ": wrote past n";
+  }
+}
+
+TEST(GemmBf16, RoundedOutputIsTheRoundedSumOnBothPaths) {
+  cpu::set_bf16_gemm_widened(true);
+  for (const Case& t : cases()) check_round_case(t, "widened");
+  cpu::set_bf16_gemm_widened(false);
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "native path: this CPU has no avx512_bf16 (widened path checked)";
+  const cpu::Isa saved = cpu::active_isa();
+  cpu::set_active_isa(cpu::Isa::kAvx512);
+  for (const Case& t : cases()) check_round_case(t, "native");
+  cpu::set_active_isa(saved);
+}
+
 TEST(GemmBf16, NarrowerIsaOrWidenFlagTurnsNativeOff) {
   const cpu::Isa saved = cpu::active_isa();
   cpu::set_bf16_gemm_widened(true);
