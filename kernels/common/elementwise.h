@@ -265,12 +265,15 @@ struct TanhOp {
   template <typename T> OTTER_HD T operator()(T a) const { return math::tanh(a); }
 };
 // Stable for large |x|: never evaluates exp of a large positive number.
+// e = e^(-|a|) through exp_nonpositive, then 1 / (1 + e) or e / (1 + e): no overflow on either
+// side, selects instead of branches, no libm call for float, so the loop vectorises (LLaMA's SiLU).
+// Within about 2.5 ulp of the exact sigmoid for float; 0 below a = -87 (where it is subnormal).
 struct SigmoidOp {
   template <typename T>
   OTTER_HD T operator()(T a) const {
-    if (a >= T(0)) return T(1) / (T(1) + math::exp(-a));
-    T e = math::exp(a);
-    return e / (T(1) + e);
+    const bool pos = a >= T(0);
+    const T e = math::exp_nonpositive(pos ? -a : a);
+    return (pos ? T(1) : e) / (T(1) + e);
   }
 };
 struct ReluOp {

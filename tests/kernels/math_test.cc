@@ -227,5 +227,27 @@ TEST(MathKernels, ExpOfNonPositiveWithinOneAndAHalfUlp) {
   EXPECT_TRUE(std::isnan(math::exp_nonpositive(NAN)));
 }
 
+TEST(MathKernels, SigmoidWithinThreeUlp) {
+  // SigmoidOp (kernels/common/elementwise.h) on every 97th float of each sign up to |x| = 87,
+  // against the sigmoid in double; its limits and NaN.
+  const SigmoidOp sig;
+  double worst = 0, worst_at = 0;
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t b = 0; b <= float_bits(87.0f); b += 97) {
+      const float x = bits_float(b | sign);
+      const double want = 1.0 / (1.0 + std::exp(-static_cast<double>(x)));
+      const double u = ulps(sig(x), want);
+      if (u > worst) worst = u, worst_at = x;
+    }
+  EXPECT_LE(worst, 3.0) << "at x = " << worst_at;
+  std::printf("sigmoid: at most %.3f ulp on [-87, 87] (at x = %.9g)\n", worst, worst_at);
+  EXPECT_EQ(sig(0.f), 0.5f);
+  EXPECT_EQ(sig(INFINITY), 1.f);
+  EXPECT_EQ(sig(-INFINITY), 0.f);
+  EXPECT_EQ(sig(100.f), 1.f);
+  EXPECT_TRUE(std::isnan(sig(NAN)));
+  EXPECT_EQ(sig(0.5), 1.0 / (1.0 + std::exp(-0.5)));  // double: exp itself
+}
+
 }  // namespace
 }  // namespace otter
