@@ -38,6 +38,19 @@ void parallel_ranges(int64_t n, F&& fn, int64_t cost = 1) {
   }
 }
 
+// Calls fn(p, offset) for every position p in [0, batch * inner) of a [batch, classes, inner...]
+// tensor (the losses' layout: class c of position p at offset + c * inner), the positions split
+// over threads as parallel_ranges does, each position's cost `classes`.
+template <typename F>
+void for_each_class_position(int64_t positions, int64_t classes, int64_t inner, F&& fn) {
+  parallel_ranges(
+      positions,
+      [&](int64_t pbeg, int64_t pend) {
+        for (int64_t p = pbeg; p < pend; ++p) fn(p, (p / inner) * classes * inner + p % inner);
+      },
+      classes);
+}
+
 // ---- storage type <-> compute type ---------------------------------------------------------------
 template <typename T> struct Tag { using type = T; };
 

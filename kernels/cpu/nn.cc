@@ -496,37 +496,31 @@ class LossKernel : public Kernel {
     const L* pl = labels.data<L>();
     std::atomic<int64_t> bad{-1};
     // Below kParallelThreshold elements no OpenMP region starts (parallel_ranges).
-    cpu::parallel_ranges(
-        positions,
-        [&](int64_t pbeg, int64_t pend) {
-          for (int64_t p = pbeg; p < pend; ++p) {
-            const int64_t nb = p / inner, d = p % inner;
-            const T* xs = px + nb * classes * inner + d;  // class c at xs[c * inner]
-            const int64_t label = static_cast<int64_t>(pl[p]);
-            double lp = 0;  // log-probability of the label
-            if (softmax_) {
-              lp = log_softmax_at(xs, classes, inner, label, plogp ? plogp + nb * classes * inner + d : nullptr);
-            } else if (label >= 0 && label < classes) {
-              lp = static_cast<double>(xs[label * inner]);
-            }
-            if (has_ignore_ && label == ignore_) {
-              loss_[p] = 0;
-              wsum_[p] = 0;
-              continue;
-            }
-            if (label < 0 || label >= classes) {
-              int64_t expected = -1;
-              bad.compare_exchange_strong(expected, p);
-              loss_[p] = 0;
-              wsum_[p] = 0;
-              continue;
-            }
-            const double w = pw ? static_cast<double>(pw[label]) : 1.0;
-            loss_[p] = -lp * w;
-            wsum_[p] = w;
-          }
-        },
-        classes);
+    cpu::for_each_class_position(positions, classes, inner, [&](int64_t p, int64_t off) {
+      const T* xs = px + off;  // class c at xs[c * inner]
+      const int64_t label = static_cast<int64_t>(pl[p]);
+      double lp = 0;  // log-probability of the label
+      if (softmax_) {
+        lp = log_softmax_at(xs, classes, inner, label, plogp ? plogp + off : nullptr);
+      } else if (label >= 0 && label < classes) {
+        lp = static_cast<double>(xs[label * inner]);
+      }
+      if (has_ignore_ && label == ignore_) {
+        loss_[p] = 0;
+        wsum_[p] = 0;
+        return;
+      }
+      if (label < 0 || label >= classes) {
+        int64_t expected = -1;
+        bad.compare_exchange_strong(expected, p);
+        loss_[p] = 0;
+        wsum_[p] = 0;
+        return;
+      }
+      const double w = pw ? static_cast<double>(pw[label]) : 1.0;
+      loss_[p] = -lp * w;
+      wsum_[p] = w;
+    });
     if (bad.load() >= 0) {
       const int64_t p = bad.load();
       ctx.error(str_cat("label ", static_cast<int64_t>(pl[p]), " at flat position ", p,

@@ -146,28 +146,22 @@ class LossGradKernel : public Kernel {
     const T* px = x.data<T>();
     loss_.assign(static_cast<size_t>(positions), 0.0);
     // Below kParallelThreshold elements no OpenMP region starts (parallel_ranges).
-    cpu::parallel_ranges(
-        positions,
-        [&](int64_t pbeg, int64_t pend) {
-          for (int64_t p = pbeg; p < pend; ++p) {
-            const int64_t nb = p / inner, d = p % inner;
-            const T* xs = px + nb * classes * inner + d;  // class c at xs[c * inner]
-            T* gs = dx ? dx + nb * classes * inner + d : nullptr;
-            if (gs)
-              for (int64_t c = 0; c < classes; ++c) gs[c * inner] = T(0);
-            if (!counted(p)) continue;
-            const int64_t l = static_cast<int64_t>(pl[p]);
-            const double w = pw ? static_cast<double>(pw[l]) : 1.0;
-            const double g = static_cast<double>(none ? pdl[p] : pdl[0]) * scale * w;
-            if (!softmax_) {
-              loss_[p] = -static_cast<double>(xs[l * inner]);
-              if (gs) gs[l * inner] = static_cast<T>(-g);
-              continue;
-            }
-            loss_[p] = softmax_grad_at(xs, gs, classes, inner, l, g);
-          }
-        },
-        classes);
+    cpu::for_each_class_position(positions, classes, inner, [&](int64_t p, int64_t off) {
+      const T* xs = px + off;  // class c at xs[c * inner]
+      T* gs = dx ? dx + off : nullptr;
+      if (gs)
+        for (int64_t c = 0; c < classes; ++c) gs[c * inner] = T(0);
+      if (!counted(p)) return;
+      const int64_t l = static_cast<int64_t>(pl[p]);
+      const double w = pw ? static_cast<double>(pw[l]) : 1.0;
+      const double g = static_cast<double>(none ? pdl[p] : pdl[0]) * scale * w;
+      if (!softmax_) {
+        loss_[p] = -static_cast<double>(xs[l * inner]);
+        if (gs) gs[l * inner] = static_cast<T>(-g);
+        return;
+      }
+      loss_[p] = softmax_grad_at(xs, gs, classes, inner, l, g);
+    });
     if (ctx.has_output(1)) weights_grad<T, L>(ctx, pl, pw, pdl, positions, classes, wsum, counted);
   }
 
