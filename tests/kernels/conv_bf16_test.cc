@@ -23,6 +23,7 @@
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/kernel.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace otter {
 namespace {
@@ -46,32 +47,17 @@ Tensor random_f32(std::vector<int64_t> dims, uint64_t seed) {
   return t;
 }
 
-// Runs one node through the registry's CPU kernel; an empty output name leaves that output out.
+// Runs one node through the registry's CPU kernel (kernel_test_util.h's run_op, shapes inferred);
+// an empty output name leaves that output out.
 std::vector<Tensor> run(const std::string& op, const std::string& domain, const std::vector<Tensor>& inputs,
                         const std::map<std::string, Attribute>& attrs, const std::vector<std::string>& outs,
                         bool first_micro_step = true) {
-  Graph g;
-  g.opset_imports[""] = 17;
-  g.opset_imports[kOtterDomain] = 1;
-  std::vector<Value*> ins;
-  for (size_t i = 0; i < inputs.size(); ++i)
-    ins.push_back(g.add_input("in" + std::to_string(i), inputs[i].dtype(), Shape::of(inputs[i].dims())));
-  Node* n = g.add_node(op, ins, outs, domain);
-  for (const auto& [k, a] : attrs) n->set_attr(k, a);
-  infer_node(*n);
-  std::string why;
-  const KernelDef* def = KernelRegistry::instance().find(*n, DeviceType::kCpu, &why);
-  if (!def) fail("no kernel: ", why);
-  auto kernel = def->create(*n);
-  std::vector<const Tensor*> in_ptrs;
-  for (const Tensor& t : inputs) in_ptrs.push_back(&t);
-  std::vector<Tensor> results(outs.size());
-  std::vector<Tensor*> out_ptrs;
-  for (size_t i = 0; i < outs.size(); ++i) out_ptrs.push_back(outs[i].empty() ? nullptr : &results[i]);
-  KernelContext ctx(*n, in_ptrs, out_ptrs, HostAllocator::instance());
-  ctx.first_micro_step = first_micro_step;
-  kernel->run(ctx);
-  return results;
+  testing::OpCall c{op, inputs, attrs, static_cast<int>(outs.size()), 17, domain};
+  c.first_micro_step = first_micro_step;
+  c.infer = true;
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i].empty()) c.omitted_outputs |= uint64_t{1} << i;
+  return testing::run_op(c);
 }
 
 // One convolution: X [n, c, in...], W [m, c / group, k...], 1 to 3 spatial axes.

@@ -23,6 +23,8 @@ struct OpCall {
   std::string domain;
   uint64_t seed = 0;
   bool first_micro_step = true;  // what accumulating kernels see
+  uint64_t omitted_outputs = 0;  // bit i set: output i is left out (unnamed, no tensor)
+  bool infer = false;            // run shape inference on the node first
 };
 
 // Builds a one-node graph (inputs typed from the tensors), selects the CPU kernel through the
@@ -37,9 +39,11 @@ inline std::vector<Tensor> run_op(const OpCall& c) {
     ins.push_back(g.add_input("in" + std::to_string(i), c.inputs[i].dtype(), Shape::of(c.inputs[i].dims())));
   }
   std::vector<std::string> outs;
-  for (int i = 0; i < c.num_outputs; ++i) outs.push_back("out" + std::to_string(i));
+  auto omitted = [&](int i) { return i < 64 && ((c.omitted_outputs >> i) & 1u); };
+  for (int i = 0; i < c.num_outputs; ++i) outs.push_back(omitted(i) ? "" : "out" + std::to_string(i));
   Node* n = g.add_node(c.op, ins, outs, c.domain);
   for (const auto& [k, a] : c.attrs) n->set_attr(k, a);
+  if (c.infer) infer_node(*n);
   std::string why;
   const KernelDef* def = KernelRegistry::instance().find(*n, DeviceType::kCpu, &why);
   if (!def) fail("no kernel: ", why);
@@ -48,7 +52,7 @@ inline std::vector<Tensor> run_op(const OpCall& c) {
   for (const Tensor& t : c.inputs) in_ptrs.push_back(t.defined() ? &t : nullptr);
   std::vector<Tensor> results(c.num_outputs);
   std::vector<Tensor*> out_ptrs;
-  for (Tensor& t : results) out_ptrs.push_back(&t);
+  for (int i = 0; i < c.num_outputs; ++i) out_ptrs.push_back(omitted(i) ? nullptr : &results[i]);
   KernelContext ctx(*n, in_ptrs, out_ptrs, HostAllocator::instance());
   std::mt19937_64 rng(c.seed);
   ctx.rng = &rng;
