@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -27,6 +28,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/lane_sum.h"
 
 namespace otter {
 namespace {
@@ -53,25 +55,50 @@ struct MaskView {
   bool dead(int64_t o, int64_t q0, int64_t rows, int64_t k0, int64_t cols) const {
     if (mode == MaskMode::kNone || (mode != MaskMode::kAdd && fill != -std::numeric_limits<T>::infinity()))
       return false;
-    for (int64_t i = 0; i < rows; ++i)
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t base = o + (q0 + i) * ss + k0 * st;
+      // A row of contiguous flags: one memchr for a kept score (flags are bytes 0 / 1).
+      if (mode != MaskMode::kAdd && st == 1) {
+        if (std::memchr(flags + base, mode == MaskMode::kFillTrue ? 0 : 1, static_cast<size_t>(cols))) return false;
+        continue;
+      }
       for (int64_t j = 0; j < cols; ++j) {
-        const int64_t at = o + (q0 + i) * ss + (k0 + j) * st;
+        const int64_t at = base + j * st;
         if (mode == MaskMode::kAdd ? add[at] != -std::numeric_limits<T>::infinity() : !replaced(at)) return false;
       }
+    }
     return true;
   }
-  // Scales a block of scores (row stride ld) and applies the mask.
+  // Scales a block of scores (row stride ld) and applies the mask: row[j] * scale, plus the
+  // additive mask, or `fill` where the mask replaces the score. Selects, so the rows vectorise.
   void apply(T* sc, int64_t ld, T scale, int64_t o, int64_t q0, int64_t rows, int64_t k0, int64_t cols) const {
     for (int64_t i = 0; i < rows; ++i) {
       T* row = sc + i * ld;
       const int64_t base = o + (q0 + i) * ss + k0 * st;
-      for (int64_t j = 0; j < cols; ++j) {
-        row[j] *= scale;
-        if (mode == MaskMode::kAdd)
-          row[j] += add[base + j * st];
-        else if (mode != MaskMode::kNone && replaced(base + j * st))
-          row[j] = fill;
-      }
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        if (mode == MaskMode::kNone) {
+          for (int64_t j = 0; j < cols; ++j) row[j] *= scale;
+        } else if (mode == MaskMode::kAdd) {
+          const T* ad = add.data() + base;
+          for (int64_t j = 0; j < cols; ++j) row[j] = row[j] * scale + ad[j * st];
+        } else {
+          const bool* f = flags + base;
+          const bool want = mode == MaskMode::kFillTrue;
+          for (int64_t j = 0; j < cols; ++j) row[j] = f[j * st] == want ? fill : row[j] * scale;
+        }
+      });
+    }
+  }
+  // Zeroes the entries of a block (row stride ld) whose score the mask replaces (fill modes).
+  void zero_replaced(T* g, int64_t ld, int64_t o, int64_t q0, int64_t rows, int64_t k0, int64_t cols) const {
+    if (mode != MaskMode::kFillTrue && mode != MaskMode::kFillFalse) return;
+    const bool want = mode == MaskMode::kFillTrue;
+    for (int64_t i = 0; i < rows; ++i) {
+      T* row = g + i * ld;
+      const bool* f = flags + o + (q0 + i) * ss + k0 * st;
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        for (int64_t j = 0; j < cols; ++j) row[j] = f[j * st] == want ? T(0) : row[j];
+      });
     }
   }
 };
@@ -105,12 +132,14 @@ constexpr int64_t kParallelAttentionWork = 262144;
 
 int64_t attention_work(const AttnShape& s) { return s.bh() * s.s * s.t * (s.d + s.dv); }
 
-// Block sizes: every GEMM of a block pair stays under cpu::kSerialGemmWork multiply-adds.
+// Block sizes: every GEMM of a block pair does at most cpu::kSerialGemmWork multiply-adds (64 x 64
+// blocks at head size 64: on gpt_large 56-column key blocks left a 16-column remainder, and 128-row
+// blocks skip fewer causal blocks; both were slower).
 struct Blocks {
   int64_t q = 64, k = 64;
   explicit Blocks(const AttnShape& s) {
     const int64_t w = std::max<int64_t>({s.d, s.dv, 1});
-    k = std::clamp<int64_t>((cpu::kSerialGemmWork - 1) / (q * w) / 8 * 8, 8, 128);
+    k = std::clamp<int64_t>(cpu::kSerialGemmWork / (q * w) / 8 * 8, 8, 128);
   }
 };
 
@@ -220,15 +249,15 @@ void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, 
   }
   gemm<T>(true, false, cols, s.dv, rows, T(1), p.data(), bl.k, dyp, s.dv, T(1), a.dv + (kv * s.t + k0) * s.dv, s.dv);
   gemm<T>(false, true, rows, cols, s.dv, T(1), dyp, s.dv, vp, s.dv, T(0), ds.data(), bl.k);
-  const bool fill = mv.mode == MaskMode::kFillTrue || mv.mode == MaskMode::kFillFalse;
   for (int64_t i = 0; i < rows; ++i) {
-    const int64_t base = o + (q0 + i) * mv.ss + k0 * mv.st;
-    for (int64_t j = 0; j < cols; ++j) {
-      T& g = ds[i * bl.k + j];
-      g = p[i * bl.k + j] * (g - di[q0 + i]);
-      if (fill && mv.replaced(base + j * mv.st)) g = T(0);  // a replaced score does not depend on Q, K
-    }
+    T* g = ds.data() + i * bl.k;
+    const T* pr = p.data() + i * bl.k;
+    const T d = di[q0 + i];
+    cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+      for (int64_t j = 0; j < cols; ++j) g[j] = pr[j] * (g[j] - d);
+    });
   }
+  mv.zero_replaced(ds.data(), bl.k, o, q0, rows, k0, cols);  // a replaced score does not depend on Q, K
   gemm<T>(false, true, rows, s.d, cols, scale, ds.data(), bl.k, kp, s.t, T(1), a.dq + (bh * s.s + q0) * s.d, s.d);
   gemm<T>(true, false, s.d, cols, rows, scale, qp, s.d, ds.data(), bl.k, T(1), a.dkt + kv * s.d * s.t + k0, s.t);
 }
@@ -279,10 +308,13 @@ class AttentionGradKernel : public Kernel {
       for (int64_t task = 0; task < tasks; ++task) {
         for (int64_t g = 0; g < group; ++g) {
           const int64_t bh = (task / s.hk) * s.h + (task % s.hk) * group + g;
-          for (int64_t i = 0; i < s.s; ++i) {  // rowsum(dY * Y)
-            T acc = 0;
-            for (int64_t c = 0; c < s.dv; ++c) acc += a.dy[(bh * s.s + i) * s.dv + c] * a.y[(bh * s.s + i) * s.dv + c];
-            di[i] = acc;
+          for (int64_t i = 0; i < s.s; ++i) {  // rowsum(dY * Y), in double over lane_sum's 8 lanes
+            const T* dyr = a.dy + (bh * s.s + i) * s.dv;
+            const T* yr = a.y + (bh * s.s + i) * s.dv;
+            cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+              di[i] = static_cast<T>(
+                  cpu::lane_sum(s.dv, [&](int64_t c) { return static_cast<double>(dyr[c]) * static_cast<double>(yr[c]); }));
+            });
           }
           for (int64_t k0 = 0; k0 < s.t; k0 += bl.k)
             for (int64_t q0 = 0; q0 < s.s; q0 += bl.q)
