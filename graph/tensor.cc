@@ -6,6 +6,10 @@
 #include <cstdlib>
 #include <sstream>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "graph/element.h"
 #include "graph/limits.h"
 
@@ -29,9 +33,25 @@ void reset_host_peak_bytes() { g_peak_bytes.store(host_live_bytes(), std::memory
 // Owned blocks are 64-byte aligned and padded to a multiple of 64 (at least 64).
 static size_t alloc_size(size_t nbytes) { return nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64; }
 
+namespace {
+// Blocks of at least this size are aligned to it and marked for transparent huge pages (where the
+// kernel's THP mode is "madvise", as on the development machine, anonymous memory gets none
+// otherwise): the memory plan's arena, activations and weights of the larger models.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+void* allocate_block(size_t alloc) {
+  if (alloc < kHugePage) return std::aligned_alloc(64, alloc);
+  void* p = std::aligned_alloc(kHugePage, (alloc + kHugePage - 1) / kHugePage * kHugePage);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (p) madvise(p, (alloc + kHugePage - 1) / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: failure is harmless
+#endif
+  return p;
+}
+}  // namespace
+
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
   const size_t alloc = alloc_size(nbytes);
-  data_ = std::aligned_alloc(64, alloc);
+  data_ = allocate_block(alloc);
   OTTER_CHECK(data_ != nullptr, "out of host memory allocating ", nbytes, " bytes");
   std::memset(data_, 0, alloc);
   count_host_bytes(static_cast<int64_t>(alloc));
