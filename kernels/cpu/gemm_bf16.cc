@@ -217,12 +217,21 @@ __attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u
   }
 }
 
+// v's data with room for at least n words (grown, never shrunk).
+u32* grown(std::vector<u32>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
 // With y, the last depth block writes the rounded result to y instead of C (see gemm_bf16_round).
 void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u16* a, int64_t lda,
                       const u16* b, int64_t ldb, float beta, float* c, int64_t ldc, u16* y, int64_t ldy) {
   const int threads = gemm_is_small(m, n, k) ? 1 : omp_get_max_threads();
   const int64_t kp_max = (std::min(kKC, k) + 1) / 2;
-  std::vector<u32> bpack(static_cast<size_t>(kp_max * ((std::min(kNC, n) + kNR - 1) / kNR) * kNR));
+  // Packing buffers kept per thread between calls: allocating (and zeroing) the B panel, up to
+  // 512 KiB, on every call cost a tenth of a mid-sized GEMM. Every word read is packed first.
+  static thread_local std::vector<u32> bpack_buf, apack_buf;
+  u32* const bpack = grown(bpack_buf, kp_max * ((std::min(kNC, n) + kNR - 1) / kNR) * kNR);
   for (int64_t jc = 0; jc < n; jc += kNC) {
     const int64_t nc = std::min(kNC, n - jc), strips = (nc + kNR - 1) / kNR;
     for (int64_t pc = 0; pc < k; pc += kKC) {
@@ -237,19 +246,19 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
       {
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < strips; ++s)
-          pack_b_strip(b, ldb, tb, pc, kc, jc + s * kNR, std::min<int64_t>(kNR, nc - s * kNR), bpack.data() + s * kp * kNR);
-        std::vector<u32> apack(static_cast<size_t>(kMC * kp));
+          pack_b_strip(b, ldb, tb, pc, kc, jc + s * kNR, std::min<int64_t>(kNR, nc - s * kNR), bpack + s * kp * kNR);
+        u32* const apack = grown(apack_buf, kMC * kp);
 #pragma omp for collapse(2) schedule(static)
         for (int64_t mb = 0; mb < mblocks; ++mb) {
           for (int64_t g = 0; g < groups; ++g) {
             const int64_t i0 = mb * kMC, mc = std::min(kMC, m - i0);
-            pack_a(a, lda, ta, i0, mc, pc, kc, apack.data());
+            pack_a(a, lda, ta, i0, mc, pc, kc, apack);
             const int64_t s_end = std::min(strips, (g + 1) * per_group);
             for (int64_t s = g * per_group; s < s_end; ++s) {
               const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - s * kNR));
-              const u32* bs = bpack.data() + s * kp * kNR;
+              const u32* bs = bpack + s * kp * kNR;
               for (int64_t ir = 0; ir < mc; ir += kMR)
-                micro_kernel(kp, apack.data() + (ir / kMR) * kp * kMR, bs, c + (i0 + ir) * ldc + jc + s * kNR, ldc,
+                micro_kernel(kp, apack + (ir / kMR) * kp * kMR, bs, c + (i0 + ir) * ldc + jc + s * kNR, ldc,
                              static_cast<int>(std::min<int64_t>(kMR, mc - ir)), cols, alpha, cbeta,
                              yblock ? yblock + (i0 + ir) * ldy + jc + s * kNR : nullptr, ldy);
             }
