@@ -66,7 +66,8 @@ bool fold(Graph& g, Node* mm) {
   Value *x = mm->input(0), *y = mm->output(0);
   Value* w = transposed_matrix(mm->input(1));
   const Shape& xs = x->shape();
-  if (!w || !xs.rank_known || xs.rank() < 2 || x->dtype() != w->dtype()) return false;
+  // Gemm is a float op (an integer MatMul stays as it is).
+  if (!w || !xs.rank_known || xs.rank() < 2 || x->dtype() != w->dtype() || !is_float(x->dtype())) return false;
   const std::vector<int64_t> target = xs.rank() == 2 ? std::vector<int64_t>{} : reshape_target(y);
   if (xs.rank() > 2 && target.empty()) return false;
   const std::string name = y->name();
