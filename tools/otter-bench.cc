@@ -394,6 +394,11 @@ void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Ar
     std::vector<double> o, t, r, ratio;
     Result mine, torch, ort;
     for (int64_t i = 0; i < rounds; ++i) {
+      // The order alternates (otter first in rounds 1, 3, ..., ONNX Runtime first in 2, 4, ...): on a
+      // shared machine whichever runs first in a round can meet a slower phase. ORT needs otter's
+      // parameter list, written in round 1.
+      const bool ort_first = i % 2 == 1;
+      if (ort_first) ort = bench_ort(m, st, data, python, root, params);
       mine = bench_otter(m, st, data);
       o.push_back(mine.ms.median);
       if (m.torch) {
@@ -402,7 +407,7 @@ void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Ar
       } else {
         write_lines(params, mine.params);
       }
-      ort = bench_ort(m, st, data, python, root, params);
+      if (!ort_first) ort = bench_ort(m, st, data, python, root, params);
       r.push_back(ort.ms.median);
       ratio.push_back(o.back() / r.back());
     }
@@ -432,8 +437,9 @@ void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Ar
     std::fflush(stdout);
   }
   if (args.has("json")) return;
-  std::printf("\nper round (%lld alternated rounds, each a median of %lld steps):\n", static_cast<long long>(rounds),
-              static_cast<long long>(st.steps));
+  std::printf("\nper round (%lld alternated rounds, otter first in odd ones and ORT in even ones, each a median of "
+              "%lld steps):\n",
+              static_cast<long long>(rounds), static_cast<long long>(st.steps));
   for (const std::string& l : per_round) std::printf("%s\n", l.c_str());
   if (!no_torch.empty()) {
     std::string names;
@@ -464,7 +470,7 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"vs-torch", false, "also run PyTorch eager on the same batches and print the ratio"},
       {"vs-ort", false, "a table of otter, PyTorch eager (benchmark models only) and ONNX Runtime Training "
        "(scripts/ort-venv.sh), medians of --rounds alternated rounds"},
-      {"rounds", true, "with --vs-ort: alternated rounds per model (default 3)", "R"},
+      {"rounds", true, "with --vs-ort: alternated rounds per model (default 3; otter runs first in odd rounds, ORT in even ones)", "R"},
       {"json", false, "print one JSON object per model (otter, torch, ratio)"},
       {"profile", false, "also time otter's kernels by op type over the timed steps (slower on cuda)"},
       {"lora", true, "fine-tune low-rank adapters only: rank=R,alpha=A,targets=GLOB[;GLOB] (as otter-train --lora)",
