@@ -37,6 +37,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/scratch.h"
 
 namespace otter::cpu {
 
@@ -217,12 +218,6 @@ __attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u
   }
 }
 
-// v's data with room for at least n words (grown, never shrunk).
-u32* grown(std::vector<u32>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
 // With y, the last depth block writes the rounded result to y instead of C (see gemm_bf16_round).
 void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u16* a, int64_t lda,
                       const u16* b, int64_t ldb, float beta, float* c, int64_t ldc, u16* y, int64_t ldy) {
@@ -230,8 +225,8 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
   const int64_t kp_max = (std::min(kKC, k) + 1) / 2;
   // Packing buffers kept per thread between calls: allocating (and zeroing) the B panel, up to
   // 512 KiB, on every call cost a tenth of a mid-sized GEMM. Every word read is packed first.
-  static thread_local std::vector<u32> bpack_buf, apack_buf;
-  u32* const bpack = grown(bpack_buf, kp_max * ((std::min(kNC, n) + kNR - 1) / kNR) * kNR);
+  static thread_local Scratch bpack_buf, apack_buf;
+  u32* const bpack = bpack_buf.get<u32>(static_cast<size_t>(kp_max * ((std::min(kNC, n) + kNR - 1) / kNR) * kNR));
   for (int64_t jc = 0; jc < n; jc += kNC) {
     const int64_t nc = std::min(kNC, n - jc), strips = (nc + kNR - 1) / kNR;
     for (int64_t pc = 0; pc < k; pc += kKC) {
@@ -247,7 +242,7 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < strips; ++s)
           pack_b_strip(b, ldb, tb, pc, kc, jc + s * kNR, std::min<int64_t>(kNR, nc - s * kNR), bpack + s * kp * kNR);
-        u32* const apack = grown(apack_buf, kMC * kp);
+        u32* const apack = apack_buf.get<u32>(static_cast<size_t>(kMC * kp));
 #pragma omp for collapse(2) schedule(static)
         for (int64_t mb = 0; mb < mblocks; ++mb) {
           for (int64_t g = 0; g < groups; ++g) {

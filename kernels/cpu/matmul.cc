@@ -10,6 +10,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/half.h"
 
 namespace otter {
@@ -57,20 +58,16 @@ class MatMulKernel : public Kernel {
     const auto* pa = static_cast<const uint16_t*>(a.raw());
     const auto* pb = static_cast<const uint16_t*>(b.raw());
     auto* py = static_cast<uint16_t*>(y.raw());
-    float* pc = float_scratch(y.numel());
+    float* pc = scratch_.get<float>(static_cast<size_t>(y.numel()));
     for_each_gemm(s, [&](int64_t rows, int64_t ao, int64_t bo, int64_t yo) {
       cpu::gemm_bf16_round(false, false, rows, s.n, s.k, 1.f, pa + ao, s.k, pb + bo, s.n, 0.f, pc + yo, s.n, py + yo,
                            s.n);
     });
   }
 
-  // The float32 sums of a bf16 product (gemm_bf16_round's C), kept between runs: no allocation or
-  // zeroing per call (C is written before it is read).
-  float* float_scratch(int64_t n) {
-    if (static_cast<int64_t>(scratch_.size()) < n) scratch_.resize(static_cast<size_t>(n));
-    return scratch_.data();
-  }
-  std::vector<float> scratch_;
+  // The float32 sums of a bf16 product (gemm_bf16_round's C), kept between runs (C is written
+  // before it is read).
+  cpu::Scratch scratch_;
 
   template <typename T>
   void compute(KernelContext& ctx, const Tensor& a, const Tensor& b, const params::MatMulShape& s) {
@@ -107,8 +104,7 @@ class GemmKernel : public Kernel {
     const int64_t m = dims.m, n = dims.n, k = dims.k;
     Tensor& y = ctx.allocate_output(0, DataType::kBFloat16, {m, n});
     if (m == 0 || n == 0) return;
-    if (static_cast<int64_t>(scratch_.size()) < m * n) scratch_.resize(static_cast<size_t>(m * n));
-    float* py = scratch_.data();  // the float32 sums (gemm_bf16_round's C), kept between runs
+    float* py = scratch_.get<float>(static_cast<size_t>(m * n));  // gemm_bf16_round's C, kept between runs
     float gemm_beta = 0.f;
     if (ctx.has_input(2) && at_.beta != 0.f) {
       const Tensor& c = ctx.input(2);
@@ -125,7 +121,7 @@ class GemmKernel : public Kernel {
                          at_.trans_a ? m : k, static_cast<const uint16_t*>(b.raw()), at_.trans_b ? k : n, gemm_beta, py,
                          n, static_cast<uint16_t*>(y.raw()), n);
   }
-  std::vector<float> scratch_;
+  cpu::Scratch scratch_;
 
   template <typename T>
   void compute(KernelContext& ctx) {

@@ -18,6 +18,7 @@
 #include "kernels/common/window.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/kernel.h"
 
 namespace otter::cpu {
@@ -285,20 +286,6 @@ void gather_tap_weights(const T* w, int64_t rows, int64_t cg, int64_t k_size, co
     for (int64_t c = 0; c < cg; ++c)
       for (int64_t j = 0; j < nt; ++j) out[(m * cg + c) * nt + j] = w[(m * cg + c) * k_size + taps[j]];
 }
-
-// A growable scratch buffer kept by a kernel between runs (no allocation in the steady state).
-class Scratch {
- public:
-  template <typename T>
-  T* get(size_t count) {
-    const size_t words = (count * sizeof(T) + sizeof(double) - 1) / sizeof(double);
-    if (buf_.size() < words) buf_.resize(words);
-    return reinterpret_cast<T*>(buf_.data());
-  }
-
- private:
-  std::vector<double> buf_;
-};
 
 // Pooling geometry padded to three spatial axes (leading axes of size 1), with per-axis tables of
 // the valid kernel positions for each output position.
