@@ -489,6 +489,13 @@ std::vector<cli::FlagSpec> bench_flags() {
   };
 }
 
+// An on|off flag (default on).
+bool on_off(const cli::Args& args, const char* flag) {
+  const std::string v = args.get(flag, "on");
+  OTTER_CHECK(v == "on" || v == "off", "otter-bench: --", flag, " must be on or off, got '", v, "'");
+  return v == "on";
+}
+
 // The run's settings from the flags (every model shares them but the batch).
 Settings read_settings(const cli::Args& args, int64_t ranks) {
   Settings st{0, args.get_int("accum", 1), args.get_int("steps", 20), args.get_int("warmup", 3), omp_get_max_threads(),
@@ -500,16 +507,9 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   OTTER_CHECK(st.zero == 0 || st.zero == 1, "otter-bench: --zero must be 0 or 1");
   if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
   st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
-  const std::string fuse = args.get("fuse-attention", "on");
-  OTTER_CHECK(fuse == "on" || fuse == "off", "otter-bench: --fuse-attention must be on or off, got '", fuse, "'");
-  st.fuse_attention = fuse == "on";
-  const std::string fuse_gelu = args.get("fuse-bias-gelu", "on");
-  OTTER_CHECK(fuse_gelu == "on" || fuse_gelu == "off", "otter-bench: --fuse-bias-gelu must be on or off, got '",
-              fuse_gelu, "'");
-  st.fuse_bias_gelu = fuse_gelu == "on";
-  const std::string fold = args.get("fold-transpose", "on");
-  OTTER_CHECK(fold == "on" || fold == "off", "otter-bench: --fold-transpose must be on or off, got '", fold, "'");
-  st.fold_transpose = fold == "on";
+  st.fuse_attention = on_off(args, "fuse-attention");
+  st.fuse_bias_gelu = on_off(args, "fuse-bias-gelu");
+  st.fold_transpose = on_off(args, "fold-transpose");
   OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
   OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
               "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");

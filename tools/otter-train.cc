@@ -249,9 +249,7 @@ int cmd_grad(int argc, char** argv) {
   flags.push_back({"batchnorm", true, "train|frozen: BatchNorm as model.train() (default) or on the exported statistics",
                    "MODE"});
   for (auto& f : precision_flags(/*interval=*/false)) flags.push_back(f);
-  flags.push_back(fuse_attention_flag());
-  flags.push_back(fuse_bias_gelu_flag());
-  flags.push_back(fold_transpose_flag());
+  for (auto& f : pass_switch_flags()) flags.push_back(f);
   for (auto& f : lora_flags()) flags.push_back(f);
   flags.push_back({"seed", true, "seed of the LoRA adapters' A (default 0)", "S"});
   flags.push_back({"batch-size", true, "use the first B samples (default: every sample)", "B"});
@@ -267,9 +265,7 @@ int cmd_grad(int argc, char** argv) {
   TrainingPipelineOptions p;
   p.loss = read_loss_flags(args);
   read_precision_flags(args, p);
-  read_fuse_attention_flag(args, p);
-  read_fuse_bias_gelu_flag(args, p);
-  read_fold_transpose_flag(args, p);
+  read_pass_switch_flags(args, p);
   if (args.has("freeze")) p.freeze = split_commas(args.get("freeze"));
   p.batchnorm.mode = args.get_enum("batchnorm", p.batchnorm.mode);
   TrainingOptions init;

@@ -100,43 +100,47 @@ void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p) {
   if (!(s == default_loss_scale(p.precision))) p.loss_scale = s;
 }
 
-cli::FlagSpec fuse_attention_flag() {
-  return {"fuse-attention", true,
-          "on|off (default on): fuse scaled-dot-product attention into ai.otter.Attention (fuse-attention pass)",
-          "on|off"};
+namespace {
+
+// The optional forward-graph passes otter-train turns on or off with --NAME on|off.
+struct PassSwitch {
+  const char* name;
+  const char* help;
+  bool& (*enabled)(TrainingPipelineOptions&);
+};
+
+const std::vector<PassSwitch>& pass_switches() {
+  static const std::vector<PassSwitch> s = {
+      {"fuse-attention",
+       "on|off (default on): fuse scaled-dot-product attention into ai.otter.Attention (fuse-attention pass)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.fuse_attention.enabled; }},
+      {"fuse-bias-gelu",
+       "on|off (default on): fuse the bias Add and the erf GELU chain into ai.otter.BiasGelu (fuse-bias-gelu pass; "
+       "less activation memory, a faster step)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.fuse_bias_gelu.enabled; }},
+      {"fold-transpose",
+       "on|off (default on): multiply by Linear weights through Gemm {transB=1} instead of transposing them "
+       "(fold-transpose pass)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.fold_transpose.enabled; }},
+  };
+  return s;
 }
 
-void read_fuse_attention_flag(const cli::Args& args, TrainingPipelineOptions& p) {
-  if (!args.has("fuse-attention")) return;
-  const std::string f = args.get("fuse-attention");
-  if (f != "on" && f != "off") fail("--fuse-attention must be on or off, got '", f, "'");
-  p.fuse_attention.enabled = f == "on";
+}  // namespace
+
+std::vector<cli::FlagSpec> pass_switch_flags() {
+  std::vector<cli::FlagSpec> flags;
+  for (const PassSwitch& s : pass_switches()) flags.push_back({s.name, true, s.help, "on|off"});
+  return flags;
 }
 
-cli::FlagSpec fuse_bias_gelu_flag() {
-  return {"fuse-bias-gelu", true,
-          "on|off (default on): fuse the bias Add and the erf GELU chain into ai.otter.BiasGelu (fuse-bias-gelu pass; less activation memory, a faster step)",
-          "on|off"};
-}
-
-void read_fuse_bias_gelu_flag(const cli::Args& args, TrainingPipelineOptions& p) {
-  if (!args.has("fuse-bias-gelu")) return;
-  const std::string f = args.get("fuse-bias-gelu");
-  if (f != "on" && f != "off") fail("--fuse-bias-gelu must be on or off, got '", f, "'");
-  p.fuse_bias_gelu.enabled = f == "on";
-}
-
-cli::FlagSpec fold_transpose_flag() {
-  return {"fold-transpose", true,
-          "on|off (default on): multiply by Linear weights through Gemm {transB=1} instead of transposing them (fold-transpose pass)",
-          "on|off"};
-}
-
-void read_fold_transpose_flag(const cli::Args& args, TrainingPipelineOptions& p) {
-  if (!args.has("fold-transpose")) return;
-  const std::string f = args.get("fold-transpose");
-  if (f != "on" && f != "off") fail("--fold-transpose must be on or off, got '", f, "'");
-  p.fold_transpose.enabled = f == "on";
+void read_pass_switch_flags(const cli::Args& args, TrainingPipelineOptions& p) {
+  for (const PassSwitch& s : pass_switches()) {
+    if (!args.has(s.name)) continue;
+    const std::string f = args.get(s.name);
+    if (f != "on" && f != "off") fail("--", s.name, " must be on or off, got '", f, "'");
+    s.enabled(p) = f == "on";
+  }
 }
 
 // Flags of LoRA fine-tuning and initial values (train and grad share them).
@@ -174,9 +178,7 @@ std::vector<cli::FlagSpec> train_flags() {
   };
   for (auto& b : budget_flags()) rest.push_back(b);
   for (auto& p : precision_flags()) rest.push_back(p);
-  rest.push_back(fuse_attention_flag());
-  rest.push_back(fuse_bias_gelu_flag());
-  rest.push_back(fold_transpose_flag());
+  for (auto& f : pass_switch_flags()) rest.push_back(f);
   std::vector<cli::FlagSpec> more = {
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "NAME"},
       {"lr", true, "learning rate (default 1e-3)", "LR"},
@@ -251,9 +253,7 @@ TrainingOptions read_training_flags(const cli::Args& args) {
   o.pipeline.loss = read_loss_flags(args);
   o.pipeline.accum = positive(args, "accum", 1);
   read_precision_flags(args, o.pipeline);
-  read_fuse_attention_flag(args, o.pipeline);
-  read_fuse_bias_gelu_flag(args, o.pipeline);
-  read_fold_transpose_flag(args, o.pipeline);
+  read_pass_switch_flags(args, o.pipeline);
   o.pipeline.optimizer = read_optimizer_flags(args);
   if (args.has("freeze")) o.pipeline.freeze = split_commas(args.get("freeze"));
   o.pipeline.batchnorm.mode = args.get_enum("batchnorm", o.pipeline.batchnorm.mode);
