@@ -111,11 +111,7 @@ std::string FoldTransposePass::summary() const {
          "forward, none for the weight gradient)";
 }
 
-std::string FoldTransposePass::unmet_precondition(const Graph& g) const {
-  if (!g.gradients.empty() || g.loss_seed)
-    return "the graph already has a backward graph: run fold-transpose before autodiff";
-  return "";
-}
+std::string FoldTransposePass::unmet_precondition(const Graph& g) const { return before_autodiff(g); }
 
 void FoldTransposePass::run(Graph& g, PassContext&) {
   reset_counters();

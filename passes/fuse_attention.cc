@@ -280,11 +280,7 @@ std::string FuseAttentionPass::summary() const {
          "probabilities)";
 }
 
-std::string FuseAttentionPass::unmet_precondition(const Graph& g) const {
-  if (!g.gradients.empty() || g.loss_seed)
-    return "the graph already has a backward graph: run fuse-attention before autodiff";
-  return "";
-}
+std::string FuseAttentionPass::unmet_precondition(const Graph& g) const { return before_autodiff(g); }
 
 void FuseAttentionPass::run(Graph& g, PassContext&) {
   reset_counters();

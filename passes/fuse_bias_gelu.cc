@@ -157,11 +157,7 @@ std::string FuseBiasGeluPass::summary() const {
          "gradient recomputes the pre-activation)";
 }
 
-std::string FuseBiasGeluPass::unmet_precondition(const Graph& g) const {
-  if (!g.gradients.empty() || g.loss_seed)
-    return "the graph already has a backward graph: run fuse-bias-gelu before autodiff";
-  return "";
-}
+std::string FuseBiasGeluPass::unmet_precondition(const Graph& g) const { return before_autodiff(g); }
 
 void FuseBiasGeluPass::run(Graph& g, PassContext&) {
   reset_counters();

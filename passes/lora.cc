@@ -416,10 +416,7 @@ std::string LoraPass::summary() const {
   return "add trainable low-rank adapters (LoRA) to the MatMul/Gemm weights matching globs; freeze the rest";
 }
 
-std::string LoraPass::unmet_precondition(const Graph& g) const {
-  if (!g.gradients.empty() || g.loss_seed) return "the graph already has a backward graph: run lora before autodiff";
-  return "";
-}
+std::string LoraPass::unmet_precondition(const Graph& g) const { return before_autodiff(g); }
 
 void LoraPass::run(Graph& g, PassContext&) {
   LoraResult r = add_lora(g, opts_);

@@ -66,6 +66,12 @@ class Pass {
   // manager checks it before running the pass.
   virtual std::string unmet_precondition(const Graph& g) const { return ""; }
   virtual void run(Graph& g, PassContext& ctx) = 0;
+  // The precondition of a pass that rewrites the forward graph only: "" until autodiff has run.
+  std::string before_autodiff(const Graph& g) const {
+    return g.gradients.empty() && !g.loss_seed
+               ? std::string()
+               : "the graph already has a backward graph: run " + name() + " before autodiff";
+  }
   // Counters kept by the last run (casts_inserted, nodes_removed, ...), in a stable order.
   const std::map<std::string, int64_t>& counters() const { return counters_; }
 
