@@ -37,17 +37,33 @@ std::vector<uint16_t> random_bf16(int64_t count, uint64_t seed) {
 
 double f64(uint16_t x) { return static_cast<double>(bf16_to_float(x)); }
 
+// A case's stored operands: A and B (bf16, leading dimensions ac and bc) and C (float32, ldc),
+// random from the seeds.
+struct Operands {
+  int64_t ac, bc, ldc;
+  std::vector<uint16_t> a, b;
+  std::vector<float> c;
+};
+
+Operands operands(const Case& t, uint64_t seed_a, uint64_t seed_b, uint64_t seed_c) {
+  const int64_t ar = t.ta ? t.k : t.m, br = t.tb ? t.n : t.k;
+  Operands o{(t.ta ? t.m : t.k) + t.pad, (t.tb ? t.k : t.n) + t.pad, t.n + t.pad, {}, {}, {}};
+  o.a = random_bf16(ar * o.ac, seed_a);
+  o.b = random_bf16(br * o.bc, seed_b);
+  o.c.resize(static_cast<size_t>(t.m * o.ldc));
+  std::mt19937_64 rng(seed_c);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (auto& x : o.c) x = d(rng);
+  return o;
+}
+
 // Runs one case through `gemm` and checks every element against float64.
 template <typename Gemm>
 void check_case(const Case& t, Gemm gemm, const char* path) {
-  const int64_t ar = t.ta ? t.k : t.m, ac = (t.ta ? t.m : t.k) + t.pad;
-  const int64_t br = t.tb ? t.n : t.k, bc = (t.tb ? t.k : t.n) + t.pad;
-  const int64_t ldc = t.n + t.pad;
-  const std::vector<uint16_t> a = random_bf16(ar * ac, 11 + t.m), b = random_bf16(br * bc, 23 + t.n);
-  std::vector<float> c(static_cast<size_t>(t.m * ldc));
-  std::mt19937_64 rng(5);
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (auto& x : c) x = d(rng);
+  Operands ops = operands(t, 11 + t.m, 23 + t.n, 5);
+  const int64_t ac = ops.ac, bc = ops.bc, ldc = ops.ldc;
+  const std::vector<uint16_t>&a = ops.a, &b = ops.b;
+  std::vector<float>& c = ops.c;
   const std::vector<float> c0 = c;
   gemm(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), ac, b.data(), bc, t.beta, c.data(), ldc);
   int64_t differ = 0;
@@ -111,14 +127,10 @@ TEST(GemmBf16, NativePathMatchesFloat64) {
 // strided C and Y), with NaN, infinity and values halfway between two bf16 in C so that the
 // rounding's ties and NaN quieting are exercised when beta != 0.
 void check_round_case(const Case& t, const char* path) {
-  const int64_t ar = t.ta ? t.k : t.m, ac = (t.ta ? t.m : t.k) + t.pad;
-  const int64_t br = t.tb ? t.n : t.k, bc = (t.tb ? t.k : t.n) + t.pad;
-  const int64_t ldc = t.n + t.pad;
-  const std::vector<uint16_t> a = random_bf16(ar * ac, 31 + t.m), b = random_bf16(br * bc, 37 + t.n);
-  std::vector<float> c(static_cast<size_t>(t.m * ldc));
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (auto& x : c) x = d(rng);
+  Operands ops = operands(t, 31 + t.m, 37 + t.n, 7);
+  const int64_t ac = ops.ac, bc = ops.bc, ldc = ops.ldc;
+  const std::vector<uint16_t>&a = ops.a, &b = ops.b;
+  std::vector<float>& c = ops.c;
   if (c.size() > 3) {
     c[0] = NAN;
     c[1] = INFINITY;
