@@ -27,6 +27,19 @@ inline double lane_sum(int64_t n, F&& f) {
   return s;
 }
 
+// The sum in double of f(i) over the flat indices i of channel c of an [N, C, spatial] tensor
+// (BatchNormalization's layout): lane_sum over each image's `spatial` contiguous elements, the
+// images added in order.
+template <typename F>
+inline double channel_sum(int64_t batch, int64_t channels, int64_t spatial, int64_t c, F&& f) {
+  double s = 0;
+  for (int64_t n = 0; n < batch; ++n) {
+    const int64_t base = (n * channels + c) * spatial;
+    s += lane_sum(spatial, [&](int64_t i) { return f(base + i); });
+  }
+  return s;
+}
+
 // The sum in double of e^(x[c * stride] - mx) over c in [0, n), every exponent <= 0 (mx is the
 // maximum): the exponentials in T through math::exp_nonpositive, a chunk at a time so that they
 // vectorise, added in class order.

@@ -108,7 +108,6 @@ class BatchNormKernel : public cpu::FloatKernel<BatchNormKernel> {
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    const int64_t cs = channels * spatial;  // one sample
 
     std::vector<double> mean = in_mean, var = in_var;
     if (training_) {
@@ -118,18 +117,12 @@ class BatchNormKernel : public cpu::FloatKernel<BatchNormKernel> {
       for (int64_t c = 0; c < channels; ++c) {
         double s = 0, ss = 0;
         cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-          for (int64_t n = 0; n < batch; ++n) {
-            const T* p = px + n * cs + c * spatial;
-            s += cpu::lane_sum(spatial, [&](int64_t i) { return static_cast<double>(p[i]); });
-          }
+          s = cpu::channel_sum(batch, channels, spatial, c, [&](int64_t i) { return static_cast<double>(px[i]); });
           const double m = s / static_cast<double>(count);
-          for (int64_t n = 0; n < batch; ++n) {
-            const T* p = px + n * cs + c * spatial;
-            ss += cpu::lane_sum(spatial, [&](int64_t i) {
-              const double dv = p[i] - m;
-              return dv * dv;
-            });
-          }
+          ss = cpu::channel_sum(batch, channels, spatial, c, [&](int64_t i) {
+            const double dv = px[i] - m;
+            return dv * dv;
+          });
         });
         mean[c] = s / static_cast<double>(count);
         var[c] = ss / static_cast<double>(count);

@@ -246,14 +246,7 @@ class BatchNormGradKernel : public cpu::FloatKernel<BatchNormGradKernel> {
 #pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
     for (int64_t c = 0; c < channels; ++c) {
       cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        auto over_images = [&](auto&& f) {
-          double s = 0;
-          for (int64_t n = 0; n < batch; ++n) {
-            const int64_t base = n * cs + c * spatial;
-            s += cpu::lane_sum(spatial, [&](int64_t i) { return f(base + i); });
-          }
-          return s;
-        };
+        auto over_images = [&](auto&& f) { return cpu::channel_sum(batch, channels, spatial, c, f); };
         double mean = ctx.input(3).get_as_double(c), var = ctx.input(4).get_as_double(c);
         if (training_) {
           mean = over_images([&](int64_t i) { return static_cast<double>(px[i]); }) / m;
