@@ -41,9 +41,10 @@ constexpr size_t kHugePage = size_t{2} << 20;
 
 void* allocate_block(size_t alloc) {
   if (alloc < kHugePage) return std::aligned_alloc(64, alloc);
-  void* p = std::aligned_alloc(kHugePage, (alloc + kHugePage - 1) / kHugePage * kHugePage);
+  const size_t pages = (alloc + kHugePage - 1) / kHugePage * kHugePage;  // aligned_alloc wants a multiple
+  void* p = std::aligned_alloc(kHugePage, pages);
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (p) madvise(p, (alloc + kHugePage - 1) / kHugePage * kHugePage, MADV_HUGEPAGE);  // a hint: failure is harmless
+  if (p) madvise(p, pages, MADV_HUGEPAGE);  // a hint: failure is harmless
 #endif
   return p;
 }
