@@ -264,8 +264,8 @@ struct ErfOp {
 struct TanhOp {
   template <typename T> OTTER_HD T operator()(T a) const { return math::tanh(a); }
 };
-// Stable for large |x|: never evaluates exp of a large positive number.
-// e = e^(-|a|) through exp_nonpositive, then 1 / (1 + e) or e / (1 + e): no overflow on either
+// Stable for large |x| (never evaluates exp of a large positive number): e = e^(-|a|) through
+// exp_nonpositive, then 1 / (1 + e) or e / (1 + e): no overflow on either
 // side, selects instead of branches, no libm call for float, so the loop vectorises (LLaMA's SiLU).
 // Within about 2.5 ulp of the exact sigmoid for float; 0 below a = -87 (where it is subnormal).
 struct SigmoidOp {
