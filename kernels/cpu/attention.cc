@@ -11,7 +11,8 @@
 //   dQ += scale * dS K,  dK += scale * dS^T Q   (masked-out replaced scores get dS = 0).
 // Blocks whose scores the mask sets to -inf everywhere (the causal upper triangle) are skipped.
 // The GEMMs are OpenBLAS calls small enough to run on the calling thread (kernels/cpu/gemm.h), so
-// the tasks run in parallel under OpenMP. float32 and float64; half types widen (kernels/cpu/half.cc).
+// the tasks run in parallel under OpenMP. float32 and float64; bf16 runs on the bf16 dot products
+// (attention_bf16.cc), float16 widens (kernels/cpu/half.cc).
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +25,8 @@
 #include "graph/op_table.h"
 #include "kernels/common/attention_params.h"
 #include "kernels/common/elementwise.h"
+#include "kernels/cpu/attention_bf16.h"
+#include "kernels/cpu/attention_blocks.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/gemm.h"
@@ -35,113 +38,11 @@ namespace {
 
 using cpu::gemm;
 
+using attn::Blocks;
+using attn::MaskView;
 using params::AttnAttrs;
 using params::AttnShape;
 using params::MaskMode;
-
-// The mask broadcast to [..., H, S, T]: per (leading position, head) an offset, and the strides of
-// the S and T axes (0 where the mask broadcasts).
-template <typename T>
-struct MaskView {
-  MaskMode mode = MaskMode::kNone;
-  T fill = 0;
-  std::vector<T> add;           // kAdd: the mask in T
-  const bool* flags = nullptr;  // fill modes
-  std::vector<int64_t> off;     // per bh index
-  int64_t ss = 0, st = 0;
-
-  bool replaced(int64_t i) const { return flags[i] == (mode == MaskMode::kFillTrue); }
-  // True when every score of the block is -inf after masking: the block adds nothing.
-  bool dead(int64_t o, int64_t q0, int64_t rows, int64_t k0, int64_t cols) const {
-    if (mode == MaskMode::kNone || (mode != MaskMode::kAdd && fill != -std::numeric_limits<T>::infinity()))
-      return false;
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t base = o + (q0 + i) * ss + k0 * st;
-      // A row of contiguous flags: one memchr for a kept score (flags are bytes 0 / 1).
-      if (mode != MaskMode::kAdd && st == 1) {
-        if (std::memchr(flags + base, mode == MaskMode::kFillTrue ? 0 : 1, static_cast<size_t>(cols))) return false;
-        continue;
-      }
-      for (int64_t j = 0; j < cols; ++j) {
-        const int64_t at = base + j * st;
-        if (mode == MaskMode::kAdd ? add[at] != -std::numeric_limits<T>::infinity() : !replaced(at)) return false;
-      }
-    }
-    return true;
-  }
-  // Scales a block of scores (row stride ld) and applies the mask: row[j] * scale, plus the
-  // additive mask, or `fill` where the mask replaces the score. Selects, so the rows vectorise.
-  void apply(T* sc, int64_t ld, T scale, int64_t o, int64_t q0, int64_t rows, int64_t k0, int64_t cols) const {
-    for (int64_t i = 0; i < rows; ++i) {
-      T* row = sc + i * ld;
-      const int64_t base = o + (q0 + i) * ss + k0 * st;
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        if (mode == MaskMode::kNone) {
-          for (int64_t j = 0; j < cols; ++j) row[j] *= scale;
-        } else if (mode == MaskMode::kAdd) {
-          const T* ad = add.data() + base;
-          for (int64_t j = 0; j < cols; ++j) row[j] = row[j] * scale + ad[j * st];
-        } else {
-          const bool* f = flags + base;
-          const bool want = mode == MaskMode::kFillTrue;
-          for (int64_t j = 0; j < cols; ++j) row[j] = f[j * st] == want ? fill : row[j] * scale;
-        }
-      });
-    }
-  }
-  // Zeroes the entries of a block (row stride ld) whose score the mask replaces (fill modes).
-  void zero_replaced(T* g, int64_t ld, int64_t o, int64_t q0, int64_t rows, int64_t k0, int64_t cols) const {
-    if (mode != MaskMode::kFillTrue && mode != MaskMode::kFillFalse) return;
-    const bool want = mode == MaskMode::kFillTrue;
-    for (int64_t i = 0; i < rows; ++i) {
-      T* row = g + i * ld;
-      const bool* f = flags + o + (q0 + i) * ss + k0 * st;
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        for (int64_t j = 0; j < cols; ++j) row[j] = f[j * st] == want ? T(0) : row[j];
-      });
-    }
-  }
-};
-
-template <typename T>
-MaskView<T> mask_view(const KernelContext& ctx, const AttnAttrs& at, const AttnShape& s, int mask_input) {
-  MaskView<T> mv;
-  mv.mode = at.mode;
-  mv.fill = static_cast<T>(at.fill);
-  mv.off.assign(s.bh(), 0);
-  if (at.mode == MaskMode::kNone) return mv;
-  if (!ctx.has_input(mask_input)) ctx.error(str_cat("mask_mode needs input ", mask_input, " (mask)"));
-  const Tensor& m = ctx.input(mask_input);
-  params::MaskLayout ml = params::mask_layout(ctx, s, m, at.mode);
-  if (at.mode == MaskMode::kAdd) {
-    mv.add.resize(m.numel());
-    for (int64_t i = 0; i < m.numel(); ++i) mv.add[i] = static_cast<T>(m.get_as_double(i));
-  } else {
-    mv.flags = m.data<bool>();
-  }
-  mv.off = std::move(ml.off);
-  mv.ss = ml.ss;
-  mv.st = ml.st;
-  return mv;
-}
-
-// Multiply-adds of the score and output products below which a call runs on the calling thread:
-// waking OpenMP's threads costs more than tiny heads compute, and on a loaded machine a wake-up
-// that waits for a descheduled thread costs milliseconds.
-constexpr int64_t kParallelAttentionWork = 262144;
-
-int64_t attention_work(const AttnShape& s) { return s.bh() * s.s * s.t * (s.d + s.dv); }
-
-// Block sizes: every GEMM of a block pair does at most cpu::kSerialGemmWork multiply-adds (64 x 64
-// blocks at head size 64: on gpt_large 56-column key blocks left a 16-column remainder, and 128-row
-// blocks skip fewer causal blocks; both were slower).
-struct Blocks {
-  int64_t q = 64, k = 64;
-  explicit Blocks(const AttnShape& s) {
-    const int64_t w = std::max<int64_t>({s.d, s.dv, 1});
-    k = std::clamp<int64_t>(cpu::kSerialGemmWork / (q * w) / 8 * 8, 8, 128);
-  }
-};
 
 // One query block of one head: Y rows and LSE entries (the online softmax).
 template <typename T>
@@ -201,13 +102,13 @@ class AttentionKernel : public Kernel {
   void compute(KernelContext& ctx) {
     const Tensor &q = ctx.input(0), &kt = ctx.input(1), &v = ctx.input(2);
     const AttnShape s = params::attn_shape(ctx, q, kt, v);
-    const MaskView<T> mv = mask_view<T>(ctx, at_, s, 3);
+    const MaskView<T> mv = attn::mask_view<T>(ctx, at_, s, 3);
     T* y = ctx.allocate_output(0, q.dtype(), s.y_dims).template data<T>();
     T* lse = ctx.has_output(1) ? ctx.allocate_output(1, q.dtype(), s.lse_dims).template data<T>() : nullptr;
     const Blocks bl(s);
     const int64_t nqb = (s.s + bl.q - 1) / bl.q, tasks = s.bh() * nqb;
     const T scale = static_cast<T>(at_.scale);
-#pragma omp parallel if (tasks > 1 && attention_work(s) >= kParallelAttentionWork)
+#pragma omp parallel if (tasks > 1 && attn::attention_work(s) >= attn::kParallelAttentionWork)
     {
       std::vector<T> sc(bl.q * bl.k), acc(bl.q * std::max<int64_t>(s.dv, 1));
 #pragma omp for schedule(dynamic)
@@ -287,7 +188,7 @@ class AttentionGradKernel : public Kernel {
       if (t->dtype() != q.dtype()) ctx.error("inputs must share Q's type, got " + t->describe());
     if (dy.dims() != s.y_dims || y.dims() != s.y_dims || lse.dims() != s.lse_dims)
       ctx.error("dY, Y or LSE do not fit Q, Kt and V: " + dy.describe() + ", " + y.describe() + ", " + lse.describe());
-    const MaskView<T> mv = mask_view<T>(ctx, at_, s, 4);
+    const MaskView<T> mv = attn::mask_view<T>(ctx, at_, s, 4);
     Tensor spare[3];
     BackwardArgs<T> a{dy.data<T>(),
                       q.data<T>(),
@@ -301,7 +202,7 @@ class AttentionGradKernel : public Kernel {
     const Blocks bl(s);
     const int64_t group = s.h / s.hk, tasks = s.lead * s.hk;
     const T scale = static_cast<T>(at_.scale);
-#pragma omp parallel if (tasks > 1 && attention_work(s) >= kParallelAttentionWork)
+#pragma omp parallel if (tasks > 1 && attn::attention_work(s) >= attn::kParallelAttentionWork)
     {
       std::vector<T> p(bl.q * bl.k), ds(bl.q * bl.k), di(s.s);
 #pragma omp for schedule(dynamic)
@@ -335,6 +236,20 @@ void register_cpu_attention_kernels(KernelRegistry& r) {
          .op_type = "AttentionGrad",
          .dtypes = kFloats,
          .create = node_kernel<AttentionGradKernel>()});
+  // bf16 on the bf16 dot products (attention_bf16.cc), falling back to these kernels widened.
+  r.add({.domain = kOtterDomain,
+         .op_type = "Attention",
+         .dtypes = {DataType::kBFloat16},
+         .create = [](const Node& n) {
+           return attn::bf16_attention_kernel(n, false, half_via_float_kernel(std::make_unique<AttentionKernel>(n)));
+         }});
+  r.add({.domain = kOtterDomain,
+         .op_type = "AttentionGrad",
+         .dtypes = {DataType::kBFloat16},
+         .create = [](const Node& n) {
+           return attn::bf16_attention_kernel(n, true,
+                                              half_via_float_kernel(std::make_unique<AttentionGradKernel>(n)));
+         }});
 }
 
 }  // namespace otter

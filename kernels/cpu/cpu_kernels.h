@@ -1,6 +1,8 @@
 // Registration entry points of the CPU kernel families (kernels/cpu/*.cc).
 #pragma once
 
+#include <memory>
+
 #include "kernels/kernel.h"
 
 namespace otter {
@@ -25,4 +27,7 @@ void register_cpu_shape_grad_kernels(KernelRegistry& r);        // shape_grad.cc
 // half.cc: float16/bfloat16 versions of every float32-only kernel registered before it (computed in
 // float32, outputs rounded once); registered last.
 void register_cpu_half_kernels(KernelRegistry& r);
+// half.cc: runs `inner`, a float32 kernel, on widened float16/bfloat16 inputs and rounds its half
+// outputs (what register_cpu_half_kernels registers; for kernels that fall back to it).
+std::unique_ptr<Kernel> half_via_float_kernel(std::unique_ptr<Kernel> inner);
 }  // namespace otter

@@ -172,6 +172,10 @@ bool covers(const KernelDef& d, DataType t) {
 
 }  // namespace
 
+std::unique_ptr<Kernel> half_via_float_kernel(std::unique_ptr<Kernel> inner) {
+  return std::make_unique<HalfViaFloatKernel>(std::move(inner));
+}
+
 void register_cpu_half_kernels(KernelRegistry& r) {
   std::vector<KernelDef> halves;
   for (const KernelDef& d : r.all()) {
@@ -184,7 +188,7 @@ void register_cpu_half_kernels(KernelRegistry& r) {
     KernelDef h = d;
     h.dtypes = missing;
     h.create = [inner = d.create](const Node& n) -> std::unique_ptr<Kernel> {
-      return std::make_unique<HalfViaFloatKernel>(inner(n));
+      return half_via_float_kernel(inner(n));
     };
     halves.push_back(std::move(h));
   }
