@@ -4,7 +4,8 @@
 //   for each column panel jc of NC columns of C
 //     for each depth block pc of KC (k pairs of op(A) and op(B) interleaved, see below)
 //       pack op(B)[pc, jc] into strips of NR = 32 columns          (shared by the threads)
-//       for each (row block ic of MC rows, group of strips) in parallel
+//       each thread takes an equal share of the rows (or, with few rows, of the (row block,
+//       group of strips) pairs), and for each row block ic of MC rows in it
 //         pack op(A)[ic, pc] into strips of MR = 12 rows         (per thread, stays in L2)
 //         for each B strip (16 KiB at KC = 256, stays in L1), for each A strip:
 //           C[12 x 32] (+)= alpha * sum over the block's k pairs   (24 zmm accumulators)
@@ -233,31 +234,44 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
       const int64_t kc = std::min(kKC, k - pc), kp = (kc + 1) / 2;
       const float cbeta = pc == 0 ? beta : 1.f;
       u16* const yblock = y && pc + kc >= k ? y : nullptr;  // the last depth block rounds into y
-      const int64_t mblocks = (m + kMC - 1) / kMC;
-      // Enough tasks for every thread: split the strips into groups when there are few row blocks.
+      const int64_t mblocks = (m + kMC - 1) / kMC, row_strips = (m + kMR - 1) / kMR;
+      // Enough rows for every thread: each takes an equal share of the row strips (contiguous,
+      // the same share in every depth block), packed MC rows at a time. 96-row blocks dealt out
+      // whole left one thread idle for a block in eleven at m = 1024 on two threads.
+      const bool split_rows = row_strips >= 4 * static_cast<int64_t>(threads);
+      // Else split the column strips into groups, for tasks enough.
       const int64_t groups = std::clamp<int64_t>((2 * threads + mblocks - 1) / mblocks, 1, strips);
       const int64_t per_group = (strips + groups - 1) / groups;
+      auto block = [&](int64_t i0, int64_t mc, int64_t s_begin, int64_t s_end, u32* apack) {
+        pack_a(a, lda, ta, i0, mc, pc, kc, apack);
+        for (int64_t s = s_begin; s < s_end; ++s) {
+          const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - s * kNR));
+          const u32* bs = bpack + s * kp * kNR;
+          for (int64_t ir = 0; ir < mc; ir += kMR)
+            micro_kernel(kp, apack + (ir / kMR) * kp * kMR, bs, c + (i0 + ir) * ldc + jc + s * kNR, ldc,
+                         static_cast<int>(std::min<int64_t>(kMR, mc - ir)), cols, alpha, cbeta,
+                         yblock ? yblock + (i0 + ir) * ldy + jc + s * kNR : nullptr, ldy);
+        }
+      };
 #pragma omp parallel num_threads(threads)
       {
 #pragma omp for schedule(static)
         for (int64_t s = 0; s < strips; ++s)
           pack_b_strip(b, ldb, tb, pc, kc, jc + s * kNR, std::min<int64_t>(kNR, nc - s * kNR), bpack + s * kp * kNR);
         u32* const apack = apack_buf.get<u32>(static_cast<size_t>(kMC * kp));
-#pragma omp for collapse(2) schedule(static)
-        for (int64_t mb = 0; mb < mblocks; ++mb) {
-          for (int64_t g = 0; g < groups; ++g) {
-            const int64_t i0 = mb * kMC, mc = std::min(kMC, m - i0);
-            pack_a(a, lda, ta, i0, mc, pc, kc, apack);
-            const int64_t s_end = std::min(strips, (g + 1) * per_group);
-            for (int64_t s = g * per_group; s < s_end; ++s) {
-              const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - s * kNR));
-              const u32* bs = bpack + s * kp * kNR;
-              for (int64_t ir = 0; ir < mc; ir += kMR)
-                micro_kernel(kp, apack + (ir / kMR) * kp * kMR, bs, c + (i0 + ir) * ldc + jc + s * kNR, ldc,
-                             static_cast<int>(std::min<int64_t>(kMR, mc - ir)), cols, alpha, cbeta,
-                             yblock ? yblock + (i0 + ir) * ldy + jc + s * kNR : nullptr, ldy);
-            }
+        if (split_rows) {
+          const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+          const int64_t s_end = row_strips * (t + 1) / nt;
+          for (int64_t sb = row_strips * t / nt; sb < s_end; sb += kMC / kMR) {
+            const int64_t i0 = sb * kMR;
+            block(i0, std::min({(s_end - sb) * kMR, kMC, m - i0}), 0, strips, apack);
           }
+        } else {
+#pragma omp for collapse(2) schedule(static)
+          for (int64_t mb = 0; mb < mblocks; ++mb)
+            for (int64_t g = 0; g < groups; ++g)
+              block(mb * kMC, std::min(kMC, m - mb * kMC), g * per_group, std::min(strips, (g + 1) * per_group),
+                    apack);
         }
       }
     }
