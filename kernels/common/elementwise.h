@@ -24,7 +24,6 @@ OTTER_MATH_SHIM(exp, expf, exp)
 OTTER_MATH_SHIM(log, logf, log)
 OTTER_MATH_SHIM(log1p, log1pf, log1p)
 OTTER_MATH_SHIM(sqrt, sqrtf, sqrt)
-OTTER_MATH_SHIM(tanh, tanhf, tanh)
 OTTER_MATH_SHIM(abs, fabsf, fabs)
 #undef OTTER_MATH_SHIM
 
@@ -87,6 +86,29 @@ OTTER_HD float exp_nonpositive(float z) {
   return z < -87.0f ? 0.0f : z == z ? e : z;
 }
 OTTER_HD double exp_nonpositive(double z) { return ::exp(z); }
+// float tanh without a libm call, so a CPU loop of it vectorises (GPT-2's tanh GELU) and the GPU
+// computes the same values: |x| < 0.625, the Taylor series |x| + |x|^3 P(x^2) to x^21; beyond,
+// (1 - e) / (1 + e) with e = exp_nonpositive(-2|x|); then the sign of x (tanh(-0) = -0). Within
+// 1.6 ulp of the exact tanh (tests/kernels/math_test.cc; glibc's tanhf: 2.2 on the same sample);
+// +-1 from |x| = 9.01 on; NaN stays NaN.
+OTTER_HD float tanh(float x) {
+  const float ax = ::fabsf(x), t = x * x;
+  float p = 9.691537956929451e-05f;
+  p = p * t - 2.3912911424355248e-04f;
+  p = p * t + 5.90027440945586e-04f;
+  p = p * t - 1.4558343870513183e-03f;
+  p = p * t + 3.592128036572481e-03f;
+  p = p * t - 8.863235529902197e-03f;
+  p = p * t + 2.1869488536155203e-02f;
+  p = p * t - 5.396825396825397e-02f;
+  p = p * t + 1.3333333333333333e-01f;
+  p = p * t - 3.333333333333333e-01f;
+  const float small = ax + ax * t * p;
+  const float e = exp_nonpositive(-2.0f * ax);
+  const float big = (1.0f - e) / (1.0f + e);
+  return ::copysignf(ax < 0.625f ? small : big, x);
+}
+OTTER_HD double tanh(double x) { return ::tanh(x); }
 OTTER_HD float pow(float x, float y) { return ::powf(x, y); }
 OTTER_HD double pow(double x, double y) { return ::pow(x, y); }
 OTTER_HD float fmod(float x, float y) { return ::fmodf(x, y); }
@@ -125,7 +147,11 @@ struct PowOp {
     if constexpr (kIsFloatCompute<T>) {
       // Squaring (RMSNorm's x^2, variances) as one correctly rounded multiply and the first power
       // (the derivative of a square) as x: pow(x, 2) is x*x and pow(x, 1) is x exactly, whatever
-      // the library's pow rounds, for every x including inf and NaN.
+      // the library's pow rounds, for every x including inf and NaN. A float cube (GPT-2's GELU)
+      // is the double product rounded once: x*x is exact in double, so only the second product
+      // and the final rounding round (as correctly rounded as powf, and no libm call).
+      if constexpr (std::is_same_v<T, float>)
+        if (b == 3.0f) return static_cast<float>(static_cast<double>(a) * a * a);
       return b == T(2) ? a * a : b == T(1) ? a : math::pow(a, b);
     } else {
       if constexpr (std::is_signed_v<T>) {

@@ -299,12 +299,34 @@ class CastKernel : public Kernel {
 };
 
 // ---- Pow: the exponent may have another type than the base ---------------------------------------
+// A constant exponent of 2 or 3 (variances, GPT-2's GELU) as a unary loop: PowOp's values, but a
+// loop that may call powf does not vectorise.
+template <int E>
+struct PowConstOp {
+  template <typename T>
+  T operator()(T a) const {
+    return PowOp{}(a, static_cast<T>(E));
+  }
+};
+
 class PowKernel : public Kernel {
  public:
   void run(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
     auto dims = broadcast_or_fail(ctx, {&a.dims(), &b.dims()});
+    if (is_float(a.dtype()) && (is_float(b.dtype()) || is_integer(b.dtype())) && b.numel() == 1 && dims == a.dims()) {
+      const double e = b.get_as_double(0);
+      if (e == 2 || e == 3) {
+        cpu::visit_float(a.dtype(), [&](auto tag) {
+          using S = typename decltype(tag)::type;
+          Tensor& out = ctx.allocate_output(0, a.dtype(), dims);
+          if (e == 2) unary_loop<S, S>(a, out, PowConstOp<2>{}, 1);
+          else unary_loop<S, S>(a, out, PowConstOp<3>{}, 1);
+        });
+        return;
+      }
+    }
     if (a.dtype() == b.dtype()) {
       cpu::visit_numeric(a.dtype(), [&](auto tag) {
         using S = typename decltype(tag)::type;

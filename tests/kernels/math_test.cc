@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
@@ -15,6 +16,7 @@
 #include "kernels/common/half.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/executor.h"
+#include "tests/kernels/kernel_test_util.h"
 
 namespace otter {
 namespace {
@@ -247,6 +249,56 @@ TEST(MathKernels, SigmoidWithinThreeUlp) {
   EXPECT_EQ(sig(100.f), 1.f);
   EXPECT_TRUE(std::isnan(sig(NAN)));
   EXPECT_EQ(sig(0.5), 1.0 / (1.0 + std::exp(-0.5)));  // double: exp itself
+}
+
+TEST(MathKernels, TanhWithinOneAndSixTenthsUlp) {
+  // math::tanh (kernels/common/elementwise.h) on every 53rd float of each sign up to |x| = 10, both
+  // sides of the 0.625 switch from the series to the exponential form, limits, -0 and NaN.
+  double worst = 0, worst_at = 0;
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t b = 0; b <= float_bits(10.0f); b += 53) {
+      const float x = bits_float(b | sign);
+      const double u = ulps(math::tanh(x), std::tanh(static_cast<double>(x)));
+      if (u > worst) worst = u, worst_at = x;
+    }
+  for (float x : {0.625f, std::nextafter(0.625f, 0.f), -0.625f, 1e-40f, 9.01f}) {
+    const double u = ulps(math::tanh(x), std::tanh(static_cast<double>(x)));
+    if (u > worst) worst = u, worst_at = x;
+  }
+  EXPECT_LE(worst, 1.6) << "at x = " << worst_at;
+  std::printf("tanh: at most %.3f ulp on [-10, 10] (at x = %.9g)\n", worst, worst_at);
+  EXPECT_EQ(math::tanh(INFINITY), 1.f);
+  EXPECT_EQ(math::tanh(-INFINITY), -1.f);
+  EXPECT_EQ(math::tanh(20.f), 1.f);
+  EXPECT_TRUE(std::signbit(math::tanh(-0.f)));
+  EXPECT_EQ(math::tanh(0.f), 0.f);
+  EXPECT_TRUE(std::isnan(math::tanh(NAN)));
+}
+
+TEST(MathKernels, PowOfAConstantTwoOrThreeIsPowOp) {
+  // Pow with a one-element exponent of 2 or 3 runs a unary loop (elementwise.cc); it must give
+  // PowOp's values, which the same Pow with the exponent broadcast to every element also runs:
+  // bit for bit, with inf, NaN, -0, overflow and subnormal cubes. A float cube is the double
+  // product rounded once.
+  Tensor x(DataType::kFloat32, {70});
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 3.f);
+  for (int64_t i = 0; i < 70; ++i) x.data<float>()[i] = d(rng);
+  const float special[] = {INFINITY, -INFINITY, NAN, -0.f, 0.f, 1e13f, -1e13f, 1e-15f, 3.4e38f};
+  for (int i = 0; i < 9; ++i) x.data<float>()[i] = special[i];
+  for (float e : {2.f, 3.f}) {
+    Tensor one(DataType::kFloat32, {}), all(DataType::kFloat32, {70});
+    one.data<float>()[0] = e;
+    for (int64_t i = 0; i < 70; ++i) all.data<float>()[i] = e;
+    const Tensor a = testing::run_op({"Pow", {x, one}})[0], b = testing::run_op({"Pow", {x, all}})[0];
+    for (int64_t i = 0; i < 70; ++i) {
+      const float v = x.data<float>()[i];
+      const float want = e == 2.f ? v * v : static_cast<float>(static_cast<double>(v) * v * v);
+      EXPECT_EQ(float_bits(a.data<float>()[i]), float_bits(b.data<float>()[i])) << v << "^" << e;
+      if (!std::isnan(want)) EXPECT_EQ(a.data<float>()[i], want) << v << "^" << e;
+      else EXPECT_TRUE(std::isnan(a.data<float>()[i]));
+    }
+  }
 }
 
 }  // namespace
