@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "graph/error.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -114,6 +115,14 @@ __attribute__((target(OTTER_TARGET_BF16))) void pairs_down(const u16* x, int64_t
     }
     for (; j < n; ++j) o[j] = r0[j] | (two ? static_cast<u32>(r0[ldx + j]) << 16 : 0u);
   }
+}
+#else
+// Without x86 intrinsics bf16_gemm_native() is false and no caller gets here.
+void gemm(int64_t, int64_t, int64_t, const u32*, int64_t, int64_t, const u32*, int64_t, float, bool, float*, int64_t) {
+  fail("bf16 block products need AVX512_BF16 (this build has no x86 intrinsics)");
+}
+void pairs_down(const u16*, int64_t, int64_t, int64_t, u32*, int64_t) {
+  fail("bf16 block products need AVX512_BF16 (this build has no x86 intrinsics)");
 }
 #endif  // OTTER_BF16_BLOCK
 

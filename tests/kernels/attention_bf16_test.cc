@@ -10,7 +10,8 @@
 // so the native kernels ran). A misplaced pair, a missed block or a wrong stride is an O(1) error.
 // The shapes cross the kernels' edges: several 64 x 64 blocks with remainders, odd query, key and
 // head sizes (padded pair words), grouped-query heads, a causal bool mask, an additive mask with
-// broadcasting.
+// broadcasting, a bool key mask broadcast over heads and rows that replaces scores by a finite
+// fill (fill_true), and head sizes above 64 (smaller key blocks).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,7 +42,10 @@ double at(const Tensor& t, int64_t i) {
 
 struct Case {
   int64_t lead, h, hk, s, t, d, dv;
-  std::string mask;  // "none", "causal" (bool, fill_false), "add" ([1, 1, s, t] float, a seventh -inf)
+  // "none"; "causal" (bool [s, t], fill_false, -inf); "add" ([1, 1, s, t] float, a seventh -inf);
+  // "keys" (bool [t], broadcast over heads and rows, fill_true with the finite fill 0.5: the
+  // replaced scores keep probability mass but get no gradient)
+  std::string mask;
 };
 
 struct Inputs {
@@ -68,6 +72,11 @@ Inputs inputs(const Case& c) {
     for (int64_t i = 0; i < c.s * c.t; ++i)
       in.mask.data<float>()[i] = i % 7 == 0 ? -INFINITY : u(rng);
     in.attrs["mask_mode"] = Attribute(std::string("add"));
+  } else if (c.mask == "keys") {
+    in.mask = Tensor(DataType::kBool, {c.t});
+    for (int64_t j = 0; j < c.t; ++j) in.mask.data<bool>()[j] = j % 5 == 2;
+    in.attrs["mask_mode"] = Attribute(std::string("fill_true"));
+    in.attrs["fill"] = Attribute(0.5f);
   }
   return in;
 }
@@ -90,8 +99,14 @@ Reference reference(const Case& c, const Inputs& in) {
       for (int64_t i = 0; i < c.s; ++i) {
         std::vector<double> p(c.t, -INFINITY);
         double mx = -INFINITY;
+        std::vector<bool> replaced(c.t, false);
         for (int64_t j = 0; j < c.t; ++j) {
           if (c.mask == "causal" && !in.mask.data<bool>()[i * c.t + j]) continue;
+          if (c.mask == "keys" && in.mask.data<bool>()[j]) {
+            replaced[j] = true;
+            mx = std::max(mx, p[j] = 0.5);
+            continue;
+          }
           double sc = 0;
           for (int64_t e = 0; e < c.d; ++e) sc += at(in.q, (bh * c.s + i) * c.d + e) * at(in.kt, (kv * c.d + e) * c.t + j);
           p[j] = sc * scale + (c.mask == "add" ? in.mask.data<float>()[i * c.t + j] : 0.0);
@@ -111,7 +126,7 @@ Reference reference(const Case& c, const Inputs& in) {
           }
         for (int64_t j = 0; j < c.t; ++j) dsum += p[j] * dp[j];
         for (int64_t j = 0; j < c.t; ++j) {
-          const double ds = p[j] * (dp[j] - dsum) * scale;
+          const double ds = replaced[j] ? 0.0 : p[j] * (dp[j] - dsum) * scale;
           for (int64_t e = 0; e < c.d; ++e) {
             r.dq[(bh * c.s + i) * c.d + e] += ds * at(in.kt, (kv * c.d + e) * c.t + j);
             r.dkt[(kv * c.d + e) * c.t + j] += ds * at(in.q, (bh * c.s + i) * c.d + e);
@@ -183,7 +198,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBf16,
                          ::testing::Values(Case{2, 4, 4, 128, 128, 64, 64, "causal"},  // gpt_large's heads
                                            Case{1, 4, 2, 130, 150, 32, 48, "none"},    // GQA, block remainders
                                            Case{2, 2, 1, 37, 45, 17, 9, "causal"},     // odd everything
-                                           Case{1, 3, 3, 70, 67, 64, 64, "add"}),      // additive, broadcast
+                                           Case{1, 3, 3, 70, 67, 64, 64, "add"},       // additive, broadcast
+                                           Case{2, 2, 2, 33, 90, 96, 80, "keys"}),     // fill_true, d > 64
                          [](const auto& info) {
                            const Case& c = info.param;
                            return "s" + std::to_string(c.s) + "t" + std::to_string(c.t) + "d" + std::to_string(c.d) +

@@ -299,6 +299,17 @@ TEST(MathKernels, PowOfAConstantTwoOrThreeIsPowOp) {
       else EXPECT_TRUE(std::isnan(a.data<float>()[i]));
     }
   }
+  // A bf16 base with an int64 exponent: the same bits as the broadcast exponent's general path.
+  Tensor h(DataType::kBFloat16, {70});
+  for (int64_t i = 0; i < 70; ++i) h.data<BFloat16>()[i] = BFloat16{float_to_bf16(x.data<float>()[i])};
+  for (int64_t e : {2, 3}) {
+    Tensor one(DataType::kInt64, {}), all(DataType::kInt64, {70});
+    one.data<int64_t>()[0] = e;
+    for (int64_t i = 0; i < 70; ++i) all.data<int64_t>()[i] = e;
+    const Tensor a = testing::run_op({"Pow", {h, one}})[0], b = testing::run_op({"Pow", {h, all}})[0];
+    for (int64_t i = 0; i < 70; ++i)
+      EXPECT_EQ(a.data<BFloat16>()[i].bits, b.data<BFloat16>()[i].bits) << "bf16 " << x.data<float>()[i] << "^" << e;
+  }
 }
 
 }  // namespace
