@@ -177,9 +177,12 @@ __attribute__((target(OTTER_TARGET_BF16))) inline __m256i round_to_bf16_16(__m51
 }
 
 // C[rows x cols] = alpha * A_strip B_strip + cbeta * C (cbeta == 0: C not read), rows <= MR, cols <= NR;
-// with y, the sums go rounded to bf16 into y (row stride ldy) instead of into C.
-__attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u32* ap, const u32* bp, float* c,
-                                                              int64_t ldc, int rows, int cols, float alpha,
+// with y, the sums go rounded to bf16 into y (row stride ldy) instead of into C. The A strip is
+// packed ([kp][MR] words), or with kDirect MR rows of op(A) itself, whose k pairs already are
+// words: row r's pair p at ap[r * sai + p], read through memcpy (the words alias bf16 storage).
+template <bool kDirect>
+__attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u32* ap, int64_t sai, const u32* bp,
+                                                              float* c, int64_t ldc, int rows, int cols, float alpha,
                                                               float cbeta, u16* y, int64_t ldy) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
@@ -190,11 +193,14 @@ __attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u
     bp += kNR;
 #pragma GCC unroll 12
     for (int r = 0; r < kMR; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r]));
+      u32 w;
+      if constexpr (kDirect) std::memcpy(&w, ap + r * sai, sizeof w);
+      else w = ap[r];
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(w));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
     }
-    ap += kMR;
+    ap += kDirect ? 1 : kMR;
   }
   const __mmask16 m0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
   const __mmask16 m1 = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
@@ -242,15 +248,27 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
       // Else split the column strips into groups, for tasks enough.
       const int64_t groups = std::clamp<int64_t>((2 * threads + mblocks - 1) / mblocks, 1, strips);
       const int64_t per_group = (strips + groups - 1) / groups;
+      // op(A) row-major with whole k pairs in the block (even kc, even lda, word-aligned) and whole
+      // strips is read in place: its k pairs already are the words the micro-kernel broadcasts,
+      // and the 12 rows of a strip stay in L1 across the B strips. Else the block is packed.
+      const bool a_words = !ta && kc % 2 == 0 && lda % 2 == 0 && reinterpret_cast<uintptr_t>(a) % alignof(u32) == 0;
       auto block = [&](int64_t i0, int64_t mc, int64_t s_begin, int64_t s_end, u32* apack) {
-        pack_a(a, lda, ta, i0, mc, pc, kc, apack);
+        const bool direct = a_words && mc % kMR == 0;
+        if (!direct) pack_a(a, lda, ta, i0, mc, pc, kc, apack);
         for (int64_t s = s_begin; s < s_end; ++s) {
           const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - s * kNR));
           const u32* bs = bpack + s * kp * kNR;
-          for (int64_t ir = 0; ir < mc; ir += kMR)
-            micro_kernel(kp, apack + (ir / kMR) * kp * kMR, bs, c + (i0 + ir) * ldc + jc + s * kNR, ldc,
-                         static_cast<int>(std::min<int64_t>(kMR, mc - ir)), cols, alpha, cbeta,
-                         yblock ? yblock + (i0 + ir) * ldy + jc + s * kNR : nullptr, ldy);
+          for (int64_t ir = 0; ir < mc; ir += kMR) {
+            float* cs = c + (i0 + ir) * ldc + jc + s * kNR;
+            u16* ys = yblock ? yblock + (i0 + ir) * ldy + jc + s * kNR : nullptr;
+            const int rows = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
+            if (direct)
+              micro_kernel<true>(kp, reinterpret_cast<const u32*>(a + (i0 + ir) * lda + pc), lda / 2, bs, cs, ldc,
+                                 rows, cols, alpha, cbeta, ys, ldy);
+            else
+              micro_kernel<false>(kp, apack + (ir / kMR) * kp * kMR, kMR, bs, cs, ldc, rows, cols, alpha, cbeta, ys,
+                                  ldy);
+          }
         }
       };
 #pragma omp parallel num_threads(threads)
