@@ -7,7 +7,7 @@
 //       each thread takes an equal share of the rows (or, with few rows, of the (row block,
 //       group of strips) pairs), and for each row block ic of MC rows in it
 //         pack op(A)[ic, pc] into strips of MR = 12 rows         (per thread, stays in L2)
-//         for each B strip (16 KiB at KC = 256, stays in L1), for each A strip:
+//         for each B strip (32 KiB at KC = 512, stays in L1), for each A strip:
 //           C[12 x 32] (+)= alpha * sum over the block's k pairs   (24 zmm accumulators)
 //
 // VDPBF16PS multiplies 16 pairs of bf16 from each operand and adds both products into 16 float32
@@ -49,7 +49,7 @@ using u32 = uint32_t;
 
 constexpr int kMR = 12;       // rows of a micro-tile
 constexpr int kNR = 32;       // columns of a micro-tile: two zmm
-constexpr int64_t kKC = 256;  // depth of a block (128 k pairs)
+constexpr int64_t kKC = 512;  // depth of a block (256 k pairs)
 constexpr int64_t kMC = 96;   // rows of a packed A block (8 strips)
 constexpr int64_t kNC = 2048; // columns of a packed B panel
 
@@ -108,10 +108,20 @@ __attribute__((target(OTTER_TARGET_BF16))) void pack_a(const u16* a, int64_t lda
         if (kc % 2) o[(kp - 1) * kMR + r] = row[kc - 1];
       }
     } else {
-      // op(A)[i, kk] = a[kk * lda + i]: two rows of a give one pair of words per row of the strip.
+      // op(A)[i, kk] = a[kk * lda + i]: two rows of a give one pair of words per row of the strip;
+      // a whole strip interleaves 12 elements of each row in one permute.
+      alignas(64) static const uint16_t idx[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                   8, 40, 9, 41, 10, 42, 11, 43, 0, 0, 0, 0, 0, 0, 0, 0};
+      const __m512i ix = _mm512_load_si512(idx);
       for (int64_t p = 0; p < kp; ++p) {
         const u16* r0 = a + (p0 + 2 * p) * lda + i0 + s;
         const u16* r1 = 2 * p + 1 < kc ? r0 + lda : nullptr;
+        if (rn == kMR) {
+          const __m512i x0 = _mm512_zextsi256_si512(_mm256_maskz_loadu_epi16(0x0FFF, r0));
+          const __m512i x1 = r1 ? _mm512_zextsi256_si512(_mm256_maskz_loadu_epi16(0x0FFF, r1)) : _mm512_setzero_si512();
+          _mm512_mask_storeu_epi16(o + p * kMR, 0x00FFFFFF, _mm512_permutex2var_epi16(x0, ix, x1));
+          continue;
+        }
         for (int64_t r = 0; r < rn; ++r) o[p * kMR + r] = r0[r] | (r1 ? static_cast<u32>(r1[r]) << 16 : 0u);
       }
     }
