@@ -58,6 +58,10 @@ template <typename In, typename A, typename C, typename Pre>
 void reduce_pass(const In* x, A* y, int64_t outer, int64_t R, int64_t inner, A init, C comb,
                  Pre pre) {
   const int nt = omp_get_max_threads();
+  // The ISA variants for float inputs (float32 and the half types; the sums are double, so
+  // deciding by the accumulator type ran them all on the baseline loop): each output's additions
+  // keep their order, so every variant gives the same bits.
+  constexpr bool kWide = std::is_same_v<compute_t<In>, float>;
   if (inner == 1) {
     // Each output is a contiguous run of R values: 8 independent accumulators per run so the
     // loop is not one long dependency chain.
@@ -74,7 +78,7 @@ void reduce_pass(const In* x, A* y, int64_t outer, int64_t R, int64_t inner, A i
     };
     if (outer >= nt || outer * R < cpu::kParallelThreshold) {
       cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
-        cpu::isa_dispatch_if<std::is_same_v<A, float>>([&] {
+        cpu::isa_dispatch_if<kWide>([&] {
           for (int64_t o = b; o < e; ++o) y[o] = run(x + o * R, 0, R);
         });
       }, R);
@@ -85,7 +89,7 @@ void reduce_pass(const In* x, A* y, int64_t outer, int64_t R, int64_t inner, A i
         std::fill(part.begin(), part.end(), init);
         const In* p = x + o * R;
         cpu::parallel_ranges(R, [&](int64_t b, int64_t e) {
-          cpu::isa_dispatch_if<std::is_same_v<A, float>>(
+          cpu::isa_dispatch_if<kWide>(
               [&] { part[static_cast<size_t>(omp_get_thread_num())] = run(p, b, e); });
         });
         A acc = init;
@@ -105,14 +109,14 @@ void reduce_pass(const In* x, A* y, int64_t outer, int64_t R, int64_t inner, A i
   };
   if (outer >= nt) {
     cpu::parallel_ranges(outer, [&](int64_t b, int64_t e) {
-      cpu::isa_dispatch_if<std::is_same_v<A, float>>([&] {
+      cpu::isa_dispatch_if<kWide>([&] {
         for (int64_t o = b; o < e; ++o) rows(o, 0, inner);
       });
     }, R * inner);
   } else {
     for (int64_t o = 0; o < outer; ++o)
       cpu::parallel_ranges(
-          inner, [&](int64_t b, int64_t e) { cpu::isa_dispatch_if<std::is_same_v<A, float>>([&] { rows(o, b, e); }); },
+          inner, [&](int64_t b, int64_t e) { cpu::isa_dispatch_if<kWide>([&] { rows(o, b, e); }); },
           R);
   }
 }
