@@ -133,14 +133,18 @@ void forward_block(const AttnShape& s, const Blocks& bl, const MaskView<float>& 
     blk::gemm(rows, s.dv, pairs(cols), reinterpret_cast<const u32*>(b.p16.data()), pairs(cols), 1, b.vb.data(), s.dv,
               1.f, true, b.acc.data(), s.dv);
   }
-  for (int64_t i = 0; i < rows; ++i) {
-    // A row masked everywhere has no softmax (as Softmax over -inf gives NaN).
-    const float inv = b.l[i] > 0.f ? 1.f / b.l[i] : std::numeric_limits<float>::quiet_NaN();
-    float* a = b.acc.data() + i * s.dv;
-    for (int64_t c = 0; c < s.dv; ++c) a[c] *= inv;
-    cpu::round_to_bf16(a, y + (bh * s.s + q0 + i) * s.dv, s.dv);
-    if (lse) lse[bh * s.s + q0 + i] = b.l[i] > 0.f ? b.m[i] + std::log(b.l[i]) : kNegInf;
-  }
+  if (lse)
+    for (int64_t i = 0; i < rows; ++i) lse[bh * s.s + q0 + i] = b.l[i] > 0.f ? b.m[i] + std::log(b.l[i]) : kNegInf;
+  // Y = acc / l, rounded once; a row masked everywhere has no softmax (as Softmax over -inf gives
+  // NaN). One ISA dispatch for the block: per row, the call cost as much as the 64 values.
+  u16* yb = y + (bh * s.s + q0) * s.dv;
+  cpu::isa_dispatch([&] {
+    for (int64_t i = 0; i < rows; ++i) {
+      const float inv = b.l[i] > 0.f ? 1.f / b.l[i] : std::numeric_limits<float>::quiet_NaN();
+      const float* a = b.acc.data() + i * s.dv;
+      for (int64_t c = 0; c < s.dv; ++c) yb[i * s.dv + c] = float_to_bf16(a[c] * inv);
+    }
+  });
 }
 
 void forward(KernelContext& ctx, const AttnAttrs& at) {

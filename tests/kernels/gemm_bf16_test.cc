@@ -9,6 +9,7 @@
 // dimensions. An odd leading dimension or depth, or a last partial 12-row strip, makes the GEMM pack
 // a row-major A that it otherwise reads in place; both occur.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -121,6 +122,25 @@ TEST(GemmBf16, NativePathMatchesFloat64) {
   cpu::set_bf16_gemm_widened(false);
   ASSERT_TRUE(cpu::bf16_gemm_native()) << cpu::describe_bf16_gemm();
   for (const Case& t : cases()) check_case(t, cpu::gemm_bf16, "native");
+  cpu::set_active_isa(saved);
+}
+
+// The native path's work split at other thread counts: an equal share of the 12-row strips per
+// thread (uneven at 3 and 5 threads, a last partial strip, a packed and an in-place A), and the
+// (row block, column group) split where rows are few.
+TEST(GemmBf16, NativePathSplitsRowsAtAnyThreadCount) {
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
+  const cpu::Isa saved = cpu::active_isa();
+  cpu::set_active_isa(cpu::Isa::kAvx512);
+  cpu::set_bf16_gemm_widened(false);
+  const int threads = omp_get_max_threads();
+  for (int nt : {3, 5}) {
+    omp_set_num_threads(nt);
+    for (const Case& t : {Case{1033, 96, 600, false, false, 1.f, 0.f}, Case{1033, 64, 300, true, true, 1.f, 1.f},
+                          Case{130, 200, 96, false, true, 1.f, 0.f}, Case{30, 700, 64, false, false, 1.f, 0.f}})
+      check_case(t, cpu::gemm_bf16, nt == 3 ? "native, 3 threads" : "native, 5 threads");
+  }
+  omp_set_num_threads(threads);
   cpu::set_active_isa(saved);
 }
 
