@@ -35,6 +35,7 @@
 #endif
 
 #include "graph/error.h"
+#include "kernels/cpu/bf16_block_gemm.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/isa.h"
@@ -135,28 +136,11 @@ __attribute__((target(OTTER_TARGET_BF16))) void pack_b_strip(const u16* b, int64
                                                               int64_t kc, int64_t j0, int64_t cols, u32* o) {
   const int64_t kp = (kc + 1) / 2;
   if (!tb) {
-    if (cols == kNR) {
-      // Interleave two rows of 32 bf16: words (r0[c] | r1[c] << 16), c = 0..15 and 16..31.
-      alignas(64) static const uint16_t lo_idx[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
-                                                      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-      alignas(64) static const uint16_t hi_idx[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
-                                                      24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
-      const __m512i ilo = _mm512_load_si512(lo_idx), ihi = _mm512_load_si512(hi_idx);
-      for (int64_t p = 0; p < kp; ++p) {
-        const u16* r0 = b + (p0 + 2 * p) * ldb + j0;
-        const __m512i x0 = _mm512_loadu_si512(r0);
-        const __m512i x1 = 2 * p + 1 < kc ? _mm512_loadu_si512(r0 + ldb) : _mm512_setzero_si512();
-        _mm512_storeu_si512(o + p * kNR, _mm512_permutex2var_epi16(x0, ilo, x1));
-        _mm512_storeu_si512(o + p * kNR + 16, _mm512_permutex2var_epi16(x0, ihi, x1));
-      }
-      return;
-    }
-    for (int64_t p = 0; p < kp; ++p) {
-      const u16* r0 = b + (p0 + 2 * p) * ldb + j0;
-      const u16* r1 = 2 * p + 1 < kc ? r0 + ldb : nullptr;
-      for (int64_t c = 0; c < kNR; ++c)
-        o[p * kNR + c] = c < cols ? (r0[c] | (r1 ? static_cast<u32>(r1[c]) << 16 : 0u)) : 0u;
-    }
+    // Two rows of op(B) interleave into words (bf16_block_gemm.h's pairs_down, one permute per 16
+    // words); columns past the edge are zeros.
+    bf16blk::pairs_down(b + p0 * ldb + j0, ldb, kc, cols, o, kNR);
+    if (cols < kNR)
+      for (int64_t p = 0; p < kp; ++p) std::fill(o + p * kNR + cols, o + (p + 1) * kNR, 0u);
   } else {
     // op(B)[kk, j] = b[j * ldb + kk]: a column's k pairs are consecutive words of its row of b.
     for (int64_t c = 0; c < kNR; ++c) {
