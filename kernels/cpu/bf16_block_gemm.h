@@ -3,7 +3,8 @@
 // float32 accumulation, no threads and no allocation. The caller packs its operands as pair
 // words: VDPBF16PS multiplies the two bf16 halves of 32-bit words lane by lane, so a word holds
 // elements 2p and 2p+1 of the summed axis (low half first), and an odd length pads the last
-// word's high half with zero.
+// word's high half with zero. The packing helpers also pack the blocked GEMM's B strips
+// (kernels/cpu/gemm_bf16.cc).
 //
 // Only for CPUs where bf16_gemm_native() (kernels/cpu/gemm_bf16.h) is true; the functions are
 // compiled for AVX-512 and must not be called elsewhere.
