@@ -29,6 +29,7 @@
 #include "tools/bench_dp.h"
 #include "tools/bench_models.h"
 #include "tools/cli.h"
+#include "tools/pass_switches.h"
 #include "tools/peak_flops.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -95,9 +96,9 @@ struct Settings {
   LoraOptions lora;  // fine-tune adapters when lora.targets is set
   RecomputePolicy recompute = RecomputePolicy::kNone;
   int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
-  bool fuse_attention = true;  // the fuse-attention pass (--fuse-attention on|off)
-  bool fuse_bias_gelu = true;  // the fuse-bias-gelu pass (--fuse-bias-gelu on|off)
-  bool fold_transpose = true;  // the fold-transpose pass (--fold-transpose on|off)
+  // The pass switches (--fuse-attention, --fuse-bias-gelu, --fold-transpose on|off,
+  // tools/pass_switches.h); every other field the defaults the runs start from.
+  TrainingPipelineOptions pipeline;
 };
 
 // Planned memory of a training graph by role (graph/graph_stats.h): parameters (trainable and
@@ -148,15 +149,13 @@ int64_t step_flops(const Graph& g, const Settings& st) {
 Result bench_otter(const BenchModel& m, const Settings& st, const std::string& data_path) {
   TrainingOptions o;
   o.batch_size = st.batch;
+  o.pipeline = st.pipeline;
   o.pipeline.accum = st.accum;
   o.pipeline.precision = parse_enum<Precision>(st.precision, "precision");
   o.pipeline.optimizer.type = parse_enum<OptimizerType>(st.optimizer, "optimizer");
   o.pipeline.optimizer.lr = st.lr;
   o.pipeline.lora = st.lora;
   o.pipeline.recompute.policy = st.recompute;
-  o.pipeline.fuse_attention.enabled = st.fuse_attention;
-  o.pipeline.fuse_bias_gelu.enabled = st.fuse_bias_gelu;
-  o.pipeline.fold_transpose.enabled = st.fold_transpose;
   o.device = st.device;
   if (st.ranks > 1) o.pipeline.all_reduce = {st.ranks, o.pipeline.all_reduce.bucket, st.zero};
   auto session = TrainingSession::create(m.path, o);
@@ -456,7 +455,7 @@ void three_way(const std::vector<BenchModel>& models, Settings st, const cli::Ar
 
 // otter-bench's flags.
 std::vector<cli::FlagSpec> bench_flags() {
-  return {
+  std::vector<cli::FlagSpec> flags = {
       {"batch", true, "micro-batch b (default per model: mlp 64, cnn 64, gpt 32, resnet18 16, gpt_large 8; a file's "
                       "fixed batch, else 32)", "B"},
       {"accum", true, "micro-batches per optimizer step K (default 1)", "K"},
@@ -481,19 +480,12 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"ranks", true, "also run the step data-parallel on N ranks (mpirun on this machine) against one process "
                       "with the same global batch (--accum N*K)", "N"},
       {"zero", true, "0|1: ZeRO stage of the data-parallel step (default 0)", "STAGE"},
-      {"fuse-attention", true, "on|off (default on): the fuse-attention pass (passes/fuse_attention.h)", "on|off"},
-      {"fuse-bias-gelu", true, "on|off (default on): the fuse-bias-gelu pass (passes/fuse_bias_gelu.h)", "on|off"},
-      {"fold-transpose", true, "on|off (default on): the fold-transpose pass (passes/fold_transpose.h)", "on|off"},
-      {"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)", "N"},
-      {"help", false, "show this help"},
   };
-}
-
-// An on|off flag (default on).
-bool on_off(const cli::Args& args, const char* flag) {
-  const std::string v = args.get(flag, "on");
-  OTTER_CHECK(v == "on" || v == "off", "otter-bench: --", flag, " must be on or off, got '", v, "'");
-  return v == "on";
+  for (auto& f : train_cli::pass_switch_flags()) flags.push_back(f);
+  flags.push_back({"peak-size", true, "n of the n^3 GEMM that measures the machine's peak (default 2048; 0: skip)",
+                   "N"});
+  flags.push_back({"help", false, "show this help"});
+  return flags;
 }
 
 // The run's settings from the flags (every model shares them but the batch).
@@ -507,9 +499,7 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   OTTER_CHECK(st.zero == 0 || st.zero == 1, "otter-bench: --zero must be 0 or 1");
   if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
   st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
-  st.fuse_attention = on_off(args, "fuse-attention");
-  st.fuse_bias_gelu = on_off(args, "fuse-bias-gelu");
-  st.fold_transpose = on_off(args, "fold-transpose");
+  train_cli::read_pass_switch_flags(args, st.pipeline);
   OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
   OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
               "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");

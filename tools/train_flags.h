@@ -9,6 +9,7 @@
 
 #include "runtime/training_session.h"
 #include "tools/cli.h"
+#include "tools/pass_switches.h"  // --fuse-attention, --fuse-bias-gelu, --fold-transpose
 
 namespace otter::train_cli {
 
@@ -25,10 +26,6 @@ int64_t positive(const cli::Args& args, const std::string& flag, int64_t dflt);
 // Flags of mixed precision and loss scaling (train and grad share them; grad has no interval).
 std::vector<cli::FlagSpec> precision_flags(bool interval = true);
 void read_precision_flags(const cli::Args& args, TrainingPipelineOptions& p);
-// --fuse-attention, --fuse-bias-gelu and --fold-transpose on|off (train and grad share them): the
-// `enabled` option of those passes in TrainingPipelineOptions.
-std::vector<cli::FlagSpec> pass_switch_flags();
-void read_pass_switch_flags(const cli::Args& args, TrainingPipelineOptions& p);
 // Flags of LoRA fine-tuning and initial values (train and grad share them).
 std::vector<cli::FlagSpec> lora_flags();
 void read_lora_flags(const cli::Args& args, int64_t seed, TrainingPipelineOptions& p, TrainingOptions* o);

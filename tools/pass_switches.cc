@@ -1,0 +1,52 @@
+// The tools' pass switches (pass_switches.h).
+#include "tools/pass_switches.h"
+
+#include <string>
+
+#include "graph/error.h"
+
+namespace otter::train_cli {
+
+namespace {
+
+// A pass switch: its flag, help, and the option it sets.
+struct PassSwitch {
+  const char* name;
+  const char* help;
+  bool& (*enabled)(TrainingPipelineOptions&);
+};
+
+const std::vector<PassSwitch>& pass_switches() {
+  static const std::vector<PassSwitch> s = {
+      {"fuse-attention",
+       "on|off (default on): fuse scaled-dot-product attention into ai.otter.Attention (fuse-attention pass)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.fuse_attention.enabled; }},
+      {"fuse-bias-gelu",
+       "on|off (default on): fuse the bias Add and the erf GELU chain into ai.otter.BiasGelu (fuse-bias-gelu pass; "
+       "less activation memory, a faster step)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.fuse_bias_gelu.enabled; }},
+      {"fold-transpose",
+       "on|off (default on): multiply by Linear weights through Gemm {transB=1} instead of transposing them "
+       "(fold-transpose pass)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.fold_transpose.enabled; }},
+  };
+  return s;
+}
+
+}  // namespace
+
+std::vector<cli::FlagSpec> pass_switch_flags() {
+  std::vector<cli::FlagSpec> flags;
+  for (const PassSwitch& s : pass_switches()) flags.push_back({s.name, true, s.help, "on|off"});
+  return flags;
+}
+
+void read_pass_switch_flags(const cli::Args& args, TrainingPipelineOptions& p) {
+  for (const PassSwitch& s : pass_switches()) {
+    if (!args.has(s.name)) continue;
+    const std::string f = args.get(s.name);
+    if (f != "on" && f != "off") fail("--", s.name, " must be on or off, got '", f, "'");
+    s.enabled(p) = f == "on";
+  }
+}
+}  // namespace otter::train_cli
