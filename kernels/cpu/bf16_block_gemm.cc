@@ -113,7 +113,16 @@ __attribute__((target(OTTER_TARGET_BF16))) void pairs_down(const u16* x, int64_t
       _mm512_storeu_si512(o + j, _mm512_permutex2var_epi16(x0, ilo, x1));
       _mm512_storeu_si512(o + j + 16, _mm512_permutex2var_epi16(x0, ihi, x1));
     }
-    for (; j < n; ++j) o[j] = r0[j] | (two ? static_cast<u32>(r0[ldx + j]) << 16 : 0u);
+    if (j < n) {  // the last 1..31 columns: masked loads and stores
+      const int64_t rem = n - j;
+      const __mmask32 lm = static_cast<__mmask32>((uint64_t{1} << rem) - 1);
+      const __m512i x0 = _mm512_maskz_loadu_epi16(lm, r0 + j);
+      const __m512i x1 = two ? _mm512_maskz_loadu_epi16(lm, r0 + ldx + j) : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(o + j, rem >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << rem) - 1),
+                               _mm512_permutex2var_epi16(x0, ilo, x1));
+      if (rem > 16)
+        _mm512_mask_storeu_epi32(o + j + 16, __mmask16((1u << (rem - 16)) - 1), _mm512_permutex2var_epi16(x0, ihi, x1));
+    }
   }
 }
 #else

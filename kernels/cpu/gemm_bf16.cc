@@ -90,73 +90,34 @@ bool widen_forced() {
 #if OTTER_HAVE_BF16_KERNEL
 #define OTTER_TARGET_BF16 "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
 
+// Zeroes columns [from, ld) of the kp rows of a packed strip (rows or columns past an edge).
+void zero_tail(u32* o, int64_t kp, int64_t ld, int64_t from) {
+  if (from < ld)
+    for (int64_t p = 0; p < kp; ++p) std::fill(o + p * ld + from, o + (p + 1) * ld, 0u);
+}
+
 // op(A)[i0 + r, p0 + kk] for the rows of one block, packed strip by strip: strip s holds rows
-// [s*MR, s*MR + MR) as [kp][MR] words; rows past `rows` are zero.
-__attribute__((target(OTTER_TARGET_BF16))) void pack_a(const u16* a, int64_t lda, bool ta, int64_t i0, int64_t rows,
-                                                        int64_t p0, int64_t kc, u32* out) {
+// [s*MR, s*MR + MR) as [kp][MR] words (bf16_block_gemm.h's pair words); rows past `rows` are zero.
+void pack_a(const u16* a, int64_t lda, bool ta, int64_t i0, int64_t rows, int64_t p0, int64_t kc, u32* out) {
   const int64_t kp = (kc + 1) / 2;
   for (int64_t s = 0; s < rows; s += kMR) {
     u32* o = out + (s / kMR) * kp * kMR;
     const int64_t rn = std::min<int64_t>(kMR, rows - s);
-    if (!ta) {
-      for (int64_t r = 0; r < rn; ++r) {
-        const u16* row = a + (i0 + s + r) * lda + p0;
-        for (int64_t p = 0; p < kc / 2; ++p) {
-          u32 w;
-          std::memcpy(&w, row + 2 * p, sizeof w);
-          o[p * kMR + r] = w;
-        }
-        if (kc % 2) o[(kp - 1) * kMR + r] = row[kc - 1];
-      }
-    } else {
-      // op(A)[i, kk] = a[kk * lda + i]: two rows of a give one pair of words per row of the strip;
-      // a whole strip interleaves 12 elements of each row in one permute.
-      alignas(64) static const uint16_t idx[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4,  36, 5,  37, 6,  38, 7,  39,
-                                                   8, 40, 9, 41, 10, 42, 11, 43, 0, 0, 0, 0, 0, 0, 0, 0};
-      const __m512i ix = _mm512_load_si512(idx);
-      for (int64_t p = 0; p < kp; ++p) {
-        const u16* r0 = a + (p0 + 2 * p) * lda + i0 + s;
-        const u16* r1 = 2 * p + 1 < kc ? r0 + lda : nullptr;
-        if (rn == kMR) {
-          const __m512i x0 = _mm512_zextsi256_si512(_mm256_maskz_loadu_epi16(0x0FFF, r0));
-          const __m512i x1 = r1 ? _mm512_zextsi256_si512(_mm256_maskz_loadu_epi16(0x0FFF, r1)) : _mm512_setzero_si512();
-          _mm512_mask_storeu_epi16(o + p * kMR, 0x00FFFFFF, _mm512_permutex2var_epi16(x0, ix, x1));
-          continue;
-        }
-        for (int64_t r = 0; r < rn; ++r) o[p * kMR + r] = r0[r] | (r1 ? static_cast<u32>(r1[r]) << 16 : 0u);
-      }
-    }
-    for (int64_t p = 0; p < kp; ++p)
-      for (int64_t r = rn; r < kMR; ++r) o[p * kMR + r] = 0;
+    if (!ta)  // a row's k pairs are consecutive words
+      bf16blk::pairs_across_transposed(a + (i0 + s) * lda + p0, lda, rn, kc, o, kMR);
+    else  // op(A)[i, kk] = a[kk * lda + i]: two rows of a interleave into the strip's words
+      bf16blk::pairs_down(a + p0 * lda + i0 + s, lda, kc, rn, o, kMR);
+    zero_tail(o, kp, kMR, rn);
   }
 }
 
 // op(B)[p0 + kk, j0 + c] for one strip of NR columns (cols <= NR valid) as [kp][NR] words.
-__attribute__((target(OTTER_TARGET_BF16))) void pack_b_strip(const u16* b, int64_t ldb, bool tb, int64_t p0,
-                                                              int64_t kc, int64_t j0, int64_t cols, u32* o) {
-  const int64_t kp = (kc + 1) / 2;
-  if (!tb) {
-    // Two rows of op(B) interleave into words (bf16_block_gemm.h's pairs_down, one permute per 16
-    // words); columns past the edge are zeros.
+void pack_b_strip(const u16* b, int64_t ldb, bool tb, int64_t p0, int64_t kc, int64_t j0, int64_t cols, u32* o) {
+  if (!tb)  // two rows of op(B) interleave into words
     bf16blk::pairs_down(b + p0 * ldb + j0, ldb, kc, cols, o, kNR);
-    if (cols < kNR)
-      for (int64_t p = 0; p < kp; ++p) std::fill(o + p * kNR + cols, o + (p + 1) * kNR, 0u);
-  } else {
-    // op(B)[kk, j] = b[j * ldb + kk]: a column's k pairs are consecutive words of its row of b.
-    for (int64_t c = 0; c < kNR; ++c) {
-      if (c >= cols) {
-        for (int64_t p = 0; p < kp; ++p) o[p * kNR + c] = 0;
-        continue;
-      }
-      const u16* col = b + (j0 + c) * ldb + p0;
-      for (int64_t p = 0; p < kc / 2; ++p) {
-        u32 w;
-        std::memcpy(&w, col + 2 * p, sizeof w);
-        o[p * kNR + c] = w;
-      }
-      if (kc % 2) o[(kp - 1) * kNR + c] = col[kc - 1];
-    }
-  }
+  else  // op(B)[kk, j] = b[j * ldb + kk]: a column's k pairs are consecutive words of its row of b
+    bf16blk::pairs_across_transposed(b + j0 * ldb + p0, ldb, cols, kc, o, kNR);
+  zero_tail(o, (kc + 1) / 2, kNR, cols);
 }
 
 // float_to_bf16 (graph/half.h) on 16 lanes: round to nearest even, NaN quieted; bit for bit the
