@@ -214,7 +214,7 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
           const int cols = static_cast<int>(std::min<int64_t>(kNR, nc - s * kNR));
           const u32* bs = bpack + s * kp * kNR;
           for (int64_t ir = 0; ir < mc; ir += kMR) {
-            float* cs = c + (i0 + ir) * ldc + jc + s * kNR;
+            float* cs = c ? c + (i0 + ir) * ldc + jc + s * kNR : nullptr;  // null: y only (gemm_bf16_round)
             u16* ys = yblock ? yblock + (i0 + ir) * ldy + jc + s * kNR : nullptr;
             const int rows = static_cast<int>(std::min<int64_t>(kMR, mc - ir));
             if (direct)
@@ -295,7 +295,16 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
 void gemm_bf16_round(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const u16* a, int64_t lda,
                      const u16* b, int64_t ldb, float beta, float* c, int64_t ldc, u16* y, int64_t ldy) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0 || alpha == 0.f || !bf16_gemm_native()) {
+  OTTER_CHECK(c || beta == 0.f, "gemm_bf16_round: beta != 0 reads C, and C is null");
+  const bool native = k > 0 && alpha != 0.f && bf16_gemm_native();
+  // The float32 sums where the caller keeps none and the product needs them (several depth blocks,
+  // or the widening path): the calling thread's buffer, shared by every product it runs.
+  static thread_local Scratch own;
+  if (!c && (!native || k > kKC)) {
+    c = own.get<float>(static_cast<size_t>(m * n));
+    ldc = n;
+  }
+  if (!native) {
     gemm_bf16_widened(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #pragma omp parallel for schedule(static) if (m * n > 65536)
     for (int64_t i = 0; i < m; ++i) round_to_bf16(c + i * ldc, y + i * ldy, n);

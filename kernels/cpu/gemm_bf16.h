@@ -31,7 +31,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 // Y[m,n] = bf16(alpha * op(A) op(B) + beta * C), rounded once (float_to_bf16, graph/half.h) from
 // the same float32 sums gemm_bf16 makes: bit for bit gemm_bf16 into C followed by rounding C. C
 // (float32, [m, ldc]) is read when beta != 0 and holds partial sums when k spans several depth
-// blocks; on the native path with k <= 512 and beta == 0 it is not touched. Y's row stride is ldy.
+// blocks; on the native path with k <= 512 and beta == 0 it is not touched. C may be null when
+// beta == 0: the function then keeps the sums it needs in a buffer of the calling thread. Y's row
+// stride is ldy.
 void gemm_bf16_round(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
                      int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, uint16_t* y,
                      int64_t ldy);

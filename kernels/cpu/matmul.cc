@@ -58,16 +58,11 @@ class MatMulKernel : public Kernel {
     const auto* pa = static_cast<const uint16_t*>(a.raw());
     const auto* pb = static_cast<const uint16_t*>(b.raw());
     auto* py = static_cast<uint16_t*>(y.raw());
-    float* pc = scratch_.get<float>(static_cast<size_t>(y.numel()));
     for_each_gemm(s, [&](int64_t rows, int64_t ao, int64_t bo, int64_t yo) {
-      cpu::gemm_bf16_round(false, false, rows, s.n, s.k, 1.f, pa + ao, s.k, pb + bo, s.n, 0.f, pc + yo, s.n, py + yo,
+      cpu::gemm_bf16_round(false, false, rows, s.n, s.k, 1.f, pa + ao, s.k, pb + bo, s.n, 0.f, nullptr, s.n, py + yo,
                            s.n);
     });
   }
-
-  // The float32 sums of a bf16 product (gemm_bf16_round's C), kept between runs (C is written
-  // before it is read).
-  cpu::Scratch scratch_;
 
   template <typename T>
   void compute(KernelContext& ctx, const Tensor& a, const Tensor& b, const params::MatMulShape& s) {
@@ -104,9 +99,10 @@ class GemmKernel : public Kernel {
     const int64_t m = dims.m, n = dims.n, k = dims.k;
     Tensor& y = ctx.allocate_output(0, DataType::kBFloat16, {m, n});
     if (m == 0 || n == 0) return;
-    float* py = scratch_.get<float>(static_cast<size_t>(m * n));  // gemm_bf16_round's C, kept between runs
+    float* py = nullptr;  // gemm_bf16_round's C: beta * C where Gemm has one, else its own buffer
     float gemm_beta = 0.f;
     if (ctx.has_input(2) && at_.beta != 0.f) {
+      py = scratch_.get<float>(static_cast<size_t>(m * n));
       const Tensor& c = ctx.input(2);
       const auto [cm, cn] = params::check_gemm_c(ctx, c, a, m, n);
       const Tensor wc = cpu::widen_to_float(c);
@@ -121,7 +117,7 @@ class GemmKernel : public Kernel {
                          at_.trans_a ? m : k, static_cast<const uint16_t*>(b.raw()), at_.trans_b ? k : n, gemm_beta, py,
                          n, static_cast<uint16_t*>(y.raw()), n);
   }
-  cpu::Scratch scratch_;
+  cpu::Scratch scratch_;  // beta * C, kept between runs
 
   template <typename T>
   void compute(KernelContext& ctx) {

@@ -105,6 +105,7 @@ std::vector<Case> cases() {
     }
   v.push_back({200, 2100, 64, false, false, 1.f, 0.f});  // two column panels
   v.push_back({257, 96, 1024, false, true, 1.f, 1.f});  // two depth blocks
+  v.push_back({130, 40, 700, true, false, 1.f, 0.f});   // two depth blocks, beta 0 (partial sums in C)
   v.push_back({5, 3, 0, false, false, 1.f, 0.5f});      // k = 0: C = beta * C
   return v;
 }
@@ -147,7 +148,7 @@ TEST(GemmBf16, NativePathSplitsRowsAtAnyThreadCount) {
 // gemm_bf16_round must give, bit for bit, gemm_bf16 into C followed by float_to_bf16 of C: on
 // both paths, every case above (one and several depth blocks, beta 0 and not, all transpositions,
 // strided C and Y), with NaN, infinity and values halfway between two bf16 in C so that the
-// rounding's ties and NaN quieting are exercised when beta != 0.
+// rounding's ties and NaN quieting are exercised when beta != 0; with beta 0, also without a C.
 void check_round_case(const Case& t, const char* path) {
   Operands ops = operands(t, 31 + t.m, 37 + t.n, 7);
   const int64_t ac = ops.ac, bc = ops.bc, ldc = ops.ldc;
@@ -170,6 +171,12 @@ void check_round_case(const Case& t, const char* path) {
           << t.beta << " at (" << i << ", " << j << ")";
     for (int64_t j = t.n; j < ldc; ++j) ASSERT_EQ(y[i * ldc + j], 0xdead) << path << ": wrote past n";
   }
+  if (t.beta != 0.f) return;
+  // Without a C of the caller's (its own buffer where it needs the sums): the same bits.
+  std::vector<uint16_t> y2(static_cast<size_t>(t.m * ldc), 0xdead);
+  cpu::gemm_bf16_round(t.ta, t.tb, t.m, t.n, t.k, t.alpha, a.data(), ac, b.data(), bc, 0.f, nullptr, ldc, y2.data(),
+                       ldc);
+  ASSERT_EQ(y2, y) << path << " without C: m=" << t.m << " n=" << t.n << " k=" << t.k;
 }
 
 TEST(GemmBf16, RoundedOutputIsTheRoundedSumOnBothPaths) {
