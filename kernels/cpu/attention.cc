@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -139,25 +138,25 @@ void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, 
   const T* vp = a.v + (kv * s.t + k0) * s.dv;
   gemm<T>(false, false, rows, cols, s.d, T(1), qp, s.d, kp, s.t, T(0), p.data(), bl.k);
   mv.apply(p.data(), bl.k, scale, o, q0, rows, k0, cols);
-  for (int64_t i = 0; i < rows; ++i) {
-    const T l = a.lse[bh * s.s + q0 + i];
-    T* row = p.data() + i * bl.k;
-    // score - LSE <= 0 (LSE >= the row's maximum).
-    cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+  // score - LSE <= 0 (LSE >= the row's maximum). One ISA dispatch for the block, not one per row.
+  cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+    for (int64_t i = 0; i < rows; ++i) {
+      const T l = a.lse[bh * s.s + q0 + i];
+      T* row = p.data() + i * bl.k;
       for (int64_t j = 0; j < cols; ++j)
         row[j] = l == -std::numeric_limits<T>::infinity() ? T(0) : math::exp_nonpositive(row[j] - l);
-    });
-  }
+    }
+  });
   gemm<T>(true, false, cols, s.dv, rows, T(1), p.data(), bl.k, dyp, s.dv, T(1), a.dv + (kv * s.t + k0) * s.dv, s.dv);
   gemm<T>(false, true, rows, cols, s.dv, T(1), dyp, s.dv, vp, s.dv, T(0), ds.data(), bl.k);
-  for (int64_t i = 0; i < rows; ++i) {
-    T* g = ds.data() + i * bl.k;
-    const T* pr = p.data() + i * bl.k;
-    const T d = di[q0 + i];
-    cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+  cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+    for (int64_t i = 0; i < rows; ++i) {
+      T* g = ds.data() + i * bl.k;
+      const T* pr = p.data() + i * bl.k;
+      const T d = di[q0 + i];
       for (int64_t j = 0; j < cols; ++j) g[j] = pr[j] * (g[j] - d);
-    });
-  }
+    }
+  });
   mv.zero_replaced(ds.data(), bl.k, o, q0, rows, k0, cols);  // a replaced score does not depend on Q, K
   gemm<T>(false, true, rows, s.d, cols, scale, ds.data(), bl.k, kp, s.t, T(1), a.dq + (bh * s.s + q0) * s.d, s.d);
   gemm<T>(true, false, s.d, cols, rows, scale, qp, s.d, ds.data(), bl.k, T(1), a.dkt + kv * s.d * s.t + k0, s.t);
@@ -209,14 +208,14 @@ class AttentionGradKernel : public Kernel {
       for (int64_t task = 0; task < tasks; ++task) {
         for (int64_t g = 0; g < group; ++g) {
           const int64_t bh = (task / s.hk) * s.h + (task % s.hk) * group + g;
-          for (int64_t i = 0; i < s.s; ++i) {  // rowsum(dY * Y), in double over lane_sum's 8 lanes
-            const T* dyr = a.dy + (bh * s.s + i) * s.dv;
-            const T* yr = a.y + (bh * s.s + i) * s.dv;
-            cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+          cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+            for (int64_t i = 0; i < s.s; ++i) {  // rowsum(dY * Y), in double over lane_sum's 8 lanes
+              const T* dyr = a.dy + (bh * s.s + i) * s.dv;
+              const T* yr = a.y + (bh * s.s + i) * s.dv;
               di[i] = static_cast<T>(
                   cpu::lane_sum(s.dv, [&](int64_t c) { return static_cast<double>(dyr[c]) * static_cast<double>(yr[c]); }));
-            });
-          }
+            }
+          });
           for (int64_t k0 = 0; k0 < s.t; k0 += bl.k)
             for (int64_t q0 = 0; q0 < s.s; q0 += bl.q)
               backward_pair<T>(s, bl, mv, scale, a, bh, task, q0, k0, di.data(), p, ds);
