@@ -69,6 +69,18 @@ inline AttnShape attn_shape(const KernelContext& ctx, const Tensor& q, const Ten
   return s;
 }
 
+// AttentionGrad's dY, Y and LSE against Q's shape s: dY and Y of Q's type and Y's dims, LSE of
+// [..., H, S] in float32 for half Q, else in Q's type (graph/ops/attention.cc types it so).
+inline void check_grad_inputs(const KernelContext& ctx, const AttnShape& s, const Tensor& q, const Tensor& dy,
+                              const Tensor& y, const Tensor& lse) {
+  const DataType lse_type = is_half(q.dtype()) ? DataType::kFloat32 : q.dtype();
+  if (dy.dtype() != q.dtype() || y.dtype() != q.dtype() || lse.dtype() != lse_type)
+    ctx.error("dY and Y must have Q's type and LSE " + std::string(dtype_name(lse_type)) + ", got " + dy.describe() +
+              ", " + y.describe() + ", " + lse.describe());
+  if (dy.dims() != s.y_dims || y.dims() != s.y_dims || lse.dims() != s.lse_dims)
+    ctx.error("dY, Y or LSE do not fit Q, Kt and V: " + dy.describe() + ", " + y.describe() + ", " + lse.describe());
+}
+
 // Where the mask's [S, T] plane of each (leading position, head) starts, and the element strides
 // of its S and T axes (0 where the mask broadcasts).
 struct MaskLayout {

@@ -183,10 +183,7 @@ class AttentionGradKernel : public Kernel {
     const Tensor &dy = ctx.input(0), &q = ctx.input(1), &kt = ctx.input(2), &v = ctx.input(3);
     const Tensor &y = ctx.input(5), &lse = ctx.input(6);
     const AttnShape s = params::attn_shape(ctx, q, kt, v);
-    for (const Tensor* t : {&dy, &kt, &v, &y, &lse})
-      if (t->dtype() != q.dtype()) ctx.error("inputs must share Q's type, got " + t->describe());
-    if (dy.dims() != s.y_dims || y.dims() != s.y_dims || lse.dims() != s.lse_dims)
-      ctx.error("dY, Y or LSE do not fit Q, Kt and V: " + dy.describe() + ", " + y.describe() + ", " + lse.describe());
+    params::check_grad_inputs(ctx, s, q, dy, y, lse);  // attn_shape checked Kt's and V's types
     const MaskView<T> mv = attn::mask_view<T>(ctx, at_, s, 4);
     Tensor spare[3];
     BackwardArgs<T> a{dy.data<T>(),

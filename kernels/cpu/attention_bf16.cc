@@ -276,11 +276,7 @@ void backward(KernelContext& ctx, const AttnAttrs& at) {
   const Tensor &dy = ctx.input(0), &q = ctx.input(1), &kt = ctx.input(2), &v = ctx.input(3);
   const Tensor &y = ctx.input(5), &lse = ctx.input(6);
   const AttnShape s = params::attn_shape(ctx, q, kt, v);
-  if (dy.dtype() != q.dtype() || y.dtype() != q.dtype() || lse.dtype() != DataType::kFloat32)
-    ctx.error("dY and Y must share Q's type and LSE be float32, got " + dy.describe() + ", " + y.describe() + ", " +
-              lse.describe());
-  if (dy.dims() != s.y_dims || y.dims() != s.y_dims || lse.dims() != s.lse_dims)
-    ctx.error("dY, Y or LSE do not fit Q, Kt and V: " + dy.describe() + ", " + y.describe() + ", " + lse.describe());
+  params::check_grad_inputs(ctx, s, q, dy, y, lse);
   const MaskView<float> mv = mask_view<float>(ctx, at, s, 4);
   const BackwardArgs a{bits(dy),          bits(q),           bits(kt),          bits(v), bits(y), lse.data<float>(),
                        grad_out(ctx, 0, q), grad_out(ctx, 1, kt), grad_out(ctx, 2, v)};

@@ -214,11 +214,7 @@ class AttentionGradKernel : public Kernel {
     const Tensor &dy = ctx.input(0), &q = ctx.input(1), &kt = ctx.input(2), &v = ctx.input(3);
     const Tensor &y = ctx.input(5), &lse = ctx.input(6);
     const AttnShape s = params::attn_shape(ctx, q, kt, v);
-    if (dy.dtype() != q.dtype() || y.dtype() != q.dtype() || lse.dtype() != DataType::kFloat32)
-      ctx.error("dY and Y must have Q's type and LSE float32, got " + dy.describe() + ", " + y.describe() + ", " +
-                lse.describe());
-    if (dy.dims() != s.y_dims || y.dims() != s.y_dims || lse.dims() != s.lse_dims)
-      ctx.error("dY, Y or LSE do not fit Q, Kt and V: " + dy.describe() + ", " + y.describe() + ", " + lse.describe());
+    params::check_grad_inputs(ctx, s, q, dy, y, lse);  // LSE float32 (the kernels run f32, f16, bf16)
     AttnArgs a = base_args(at_, s, q.dtype());
     MaskBuffers keep = upload_mask(ctx, at_, s, 4, a);
     a.q = q.raw();
