@@ -5,24 +5,23 @@
 #include <tuple>
 
 #include "graph/error.h"
+#include "passes/cast_motion.h"
 
 namespace otter {
+
+const OptionTable<CastEliminationOptions>& CastEliminationOptions::table() {
+  using S = CastEliminationOptions;
+  static const OptionTable<S> t{
+      option("enabled", &S::enabled, "eliminate (false: leave the graph as it is)"),
+  };
+  return t;
+}
 
 namespace {
 
 bool is_cast(const Node* n) { return n && n->domain().empty() && n->op_type() == "Cast"; }
 
 DataType cast_target(const Node& n) { return dtype_from_onnx(static_cast<int>(n.attr_i("to", 0))); }
-
-// Values the graph holds on to by name or role: they keep their producer.
-bool is_pinned(const Graph& g, const Value* v) {
-  if (v->is_graph_output() || g.loss_seed == v) return true;
-  for (const auto& [s, u] : g.state_updates)
-    if (u == v) return true;
-  for (const auto& [p, gr] : g.gradients)
-    if (gr == v) return true;
-  return false;
-}
 
 // Makes `n` read past Casts that are exact: Cast(Cast(x, B), C) = Cast(x, C).
 void skip_exact_inputs(Node& n) {
@@ -39,7 +38,7 @@ int64_t remove_dead_casts(Graph& g) {
   for (bool again = true; again;) {
     again = false;
     for (Node* n : g.node_list()) {
-      if (!is_cast(n) || !n->output(0)->uses().empty() || is_pinned(g, n->output(0))) continue;
+      if (!is_cast(n) || !n->output(0)->uses().empty() || is_pinned_value(g, n->output(0))) continue;
       g.remove_node(n);
       ++removed;
       again = true;
@@ -64,15 +63,19 @@ bool cast_is_exact(DataType from, DataType to) {
   }
 }
 
-CastEliminationStats eliminate_casts(Graph& g) {
-  CastEliminationStats st;
+namespace {
+
+// Drops Casts to their input's type and exact round trips, and merges Casts of one value to one
+// type in one program into the first; returns how many merged.
+int64_t drop_and_merge(Graph& g) {
+  int64_t merged = 0;
   std::map<std::tuple<Value*, DataType, Program>, Value*> first;
   for (Node* n : g.node_list()) {
     if (!is_cast(n)) continue;
     skip_exact_inputs(*n);
     Value* in = n->input(0);
     Value* out = n->output(0);
-    if (is_pinned(g, out)) continue;
+    if (is_pinned_value(g, out)) continue;
     const DataType to = cast_target(*n);
     if (in->dtype() == to) {
       g.replace_all_uses(out, in);
@@ -81,20 +84,42 @@ CastEliminationStats eliminate_casts(Graph& g) {
     auto [it, fresh] = first.emplace(std::make_tuple(in, to, n->program()), out);
     if (!fresh) {
       g.replace_all_uses(out, it->second);
-      ++st.casts_merged;
+      ++merged;
     }
   }
-  st.casts_removed = remove_dead_casts(g) - st.casts_merged;
+  return merged;
+}
+
+}  // namespace
+
+CastEliminationStats eliminate_casts(Graph& g) {
+  CastEliminationStats st;
+  // Merged first, so that one Cast is left to move where several read one value; and again after
+  // the moves and fusions, which leave round trips and Casts to a value's own type.
+  st.reshapes_merged = merge_duplicate_reshapes(g);
+  st.casts_merged = drop_and_merge(g);
+  int64_t removed = remove_dead_casts(g);
+  st.casts_moved = move_casts(g);
+  st.bias_gelu_fused = fuse_bias_gelu_casts(g);
+  st.casts_merged += drop_and_merge(g);
+  removed += remove_dead_casts(g);
+  st.casts_removed = removed - st.casts_merged;
   return st;
 }
 
 std::string CastEliminationPass::summary() const {
-  return "drop Casts to the same type and exact round trips (f16->f32->f16), merge duplicate Casts";
+  return "drop Casts to the same type and exact round trips (f16->f32->f16), merge duplicate Casts, move Casts "
+         "so Reshape/Transpose run on the narrower type, take Casts into BiasGelu; exact";
 }
 
 void CastEliminationPass::run(Graph& g, PassContext&) {
+  if (!opts_.enabled) return;
   auto st = eliminate_casts(g);
-  set_counters({{"casts_removed", st.casts_removed}, {"casts_merged", st.casts_merged}});
+  set_counters({{"casts_removed", st.casts_removed},
+                {"casts_merged", st.casts_merged},
+                {"casts_moved", st.casts_moved},
+                {"reshapes_merged", st.reshapes_merged},
+                {"bias_gelu_fused", st.bias_gelu_fused}});
 }
 
 }  // namespace otter

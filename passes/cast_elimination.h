@@ -1,7 +1,18 @@
-// cast-elimination: removes Casts that change nothing and merges Casts that duplicate each other.
+// cast-elimination: removes Casts that change nothing, merges Casts that duplicate each other, and
+// moves or absorbs Casts so that fewer bytes are converted and moved; every rewrite is exact.
 //
-// `cast-elimination`. Needs nothing; runs on any graph (after mixed-precision, or in the cleanup
-// at the end of the training pipeline). Over every Cast node, in order:
+// `cast-elimination`. Needs nothing; runs on any graph. The training pipeline runs it after
+// hoist-weight-casts when the precision is fp16 or bf16 (off with --cast-elimination off). In order:
+//   - Reshapes of one value to one shape in one program merge (counter reshapes_merged), so the
+//     Casts of the three q/k/v views of one activation merge below;
+//   - Casts move across Reshape and Transpose (counter casts_moved): a narrowing Cast that is its
+//     movement's only reader moves above it, an exact widening Cast whose only reader is a
+//     movement moves below it; the movement then runs on the half type, and a widening Cast that
+//     meets a narrowing one leaves a round trip the next step drops (cast_motion.h);
+//   - a float32 ai.otter.BiasGelu between a widening Cast of a half X and Casts of its output back
+//     to that type reads and writes the half type, its bias float32; BiasGeluGrad reads half dY
+//     and X and writes float32 dX (counter bias_gelu_fused); the math stays float32;
+// then over every Cast node, in order:
 //   - a Cast to its input's own type is dropped (counter casts_removed);
 //   - Cast(Cast(x, B), C) reads x directly when the first Cast is exact (x's type widens into B
 //     without loss: f16/bf16 -> f32 -> f64, i8/u8 -> i32 -> i64, bool -> any): the pair becomes
@@ -10,8 +21,8 @@
 //   - Casts of one value to one type in one program are merged into the first (counter
 //     casts_merged).
 // A Cast that produces a graph output keeps its name and stays; Casts left without users go.
-// Does not: move Casts, fold Casts of constants (canonicalize does), or touch float64 round trips
-// through float32.
+// `cast-elimination{enabled=false}` does nothing. Does not: fold Casts of constants (canonicalize
+// does), touch float64 round trips through float32, or move Casts across other ops.
 //
 //   before: %a: f32[N] = Cast(%x) {to=1}      (x: f16[N])
 //           %b: f16[N] = Cast(%a) {to=10}
@@ -23,9 +34,18 @@
 
 namespace otter {
 
+struct CastEliminationOptions {
+  bool enabled = true;  // false: the pass changes nothing (the training pipeline leaves it out)
+  bool operator==(const CastEliminationOptions&) const = default;
+  static const OptionTable<CastEliminationOptions>& table();
+};
+
 struct CastEliminationStats {
   int64_t casts_removed = 0;
   int64_t casts_merged = 0;
+  int64_t casts_moved = 0;
+  int64_t reshapes_merged = 0;
+  int64_t bias_gelu_fused = 0;
 };
 
 CastEliminationStats eliminate_casts(Graph& g);
@@ -33,7 +53,7 @@ CastEliminationStats eliminate_casts(Graph& g);
 // True when every value of type `from` converts to `to` exactly (so converting back restores it).
 bool cast_is_exact(DataType from, DataType to);
 
-class CastEliminationPass : public PassWithOptions<NoOptions> {
+class CastEliminationPass : public PassWithOptions<CastEliminationOptions> {
  public:
   std::string name() const override { return "cast-elimination"; }
   std::string summary() const override;

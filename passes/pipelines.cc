@@ -171,6 +171,10 @@ std::string training_pipeline(const TrainingPipelineOptions& o, const PassRegist
   if (o.precision != Precision::kFp32) {
     require(registry, "hoist-weight-casts", "precision " + enum_name(o.precision));
     steps.push_back("hoist-weight-casts");
+    // The Casts mixed-precision left around data movement and BiasGelu, and the duplicates and
+    // round trips autodiff made, go (exact: the same bits, fewer bytes converted and moved).
+    if (o.cast_elimination.enabled && registry.has("cast-elimination"))
+      steps.push_back(pass_text("cast-elimination", o.cast_elimination));
   }
   // Data parallelism: the accumulators are averaged across ranks before the apply program reads them,
   // so the finite check, clipping and the update see the same gradients on every rank. After the

@@ -12,6 +12,7 @@
 #include "passes/add_loss.h"
 #include "passes/batchnorm_mode.h"
 #include "passes/fuse_attention.h"
+#include "passes/cast_elimination.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_bias_gelu.h"
 #include "passes/all_reduce.h"
@@ -55,6 +56,9 @@ struct TrainingPipelineOptions {
   // Linear layers' weight Transposes folded into Gemm {transB=1} (fold-transpose pass): on unless
   // enabled=false. No Transpose of a weight or of its gradient in the step.
   FoldTransposeOptions fold_transpose;
+  // Casts moved, merged and taken into BiasGelu after the half copies are hoisted
+  // (cast-elimination pass): with fp16/bf16, on unless enabled=false. Exact: the same bits.
+  CastEliminationOptions cast_elimination;
   RecomputeOptions recompute;  // activation recomputation (recompute pass): on unless policy none
   AllReduceOptions all_reduce;  // data parallelism (all-reduce pass): on when all_reduce.world > 1
   bool operator==(const TrainingPipelineOptions&) const = default;

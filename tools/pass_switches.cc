@@ -29,6 +29,10 @@ const std::vector<PassSwitch>& pass_switches() {
        "on|off (default on): multiply by Linear weights through Gemm {transB=1} instead of transposing them "
        "(fold-transpose pass)",
        [](TrainingPipelineOptions& p) -> bool& { return p.fold_transpose.enabled; }},
+      {"cast-elimination",
+       "on|off (default on): with fp16/bf16, merge Casts, move them so Reshape/Transpose run on the half type, "
+       "and take them into BiasGelu (cast-elimination pass; exact)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.cast_elimination.enabled; }},
   };
   return s;
 }

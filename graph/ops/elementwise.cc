@@ -390,11 +390,17 @@ void infer_dropout_grad(InferContext& ctx) {
 //   BiasGeluGrad(dY, X, bias?) -> dX = dY * Gelu'(X + bias): recomputes the pre-activation X + bias
 //   instead of keeping it or the GELU chain's intermediates; the bias gradient is dX summed over
 //   the broadcast axes (GradContext::sum_to_shape, as Add's gradient).
+// The bias has X's type, or float32 where X is float16/bfloat16: cast-elimination makes that mix
+// from Casts around a float32 BiasGelu (passes/cast_elimination.h); the sum X + bias and the GELU
+// are then float32, as they were, and Y is rounded to X's type. dX has the bias's type (float32
+// in the mix), since the bias gradient is its sum; without a bias, dY's.
 // Inputs x and x + 1 (bias, optional) of a BiasGelu or BiasGeluGrad.
 void check_bias_gelu_inputs(InferContext& ctx, int x) {
   infer::check_type(ctx, x, Types::kFloat);
   if (!ctx.has_input(x + 1)) return;
-  infer::check_same_type(ctx, x, x + 1);
+  const DataType xt = ctx.in_dtype(x), bt = ctx.in_dtype(x + 1);
+  const bool half_x = xt == DataType::kFloat16 || xt == DataType::kBFloat16;
+  if (!(half_x && bt == DataType::kFloat32)) infer::check_same_type(ctx, x, x + 1);
   const Shape &xs = ctx.in_shape(x), &bs = ctx.in_shape(x + 1);
   if (!bs.rank_known) return;
   if (bs.rank() != 1) ctx.error("the bias must be 1-D, got shape " + bs.to_string());
@@ -417,7 +423,7 @@ void infer_bias_gelu_grad(InferContext& ctx) {
   const Shape &dy = ctx.in_shape(0), &x = ctx.in_shape(1);
   if (dy.rank_known && x.rank_known && dy.is_static() && x.is_static() && !(dy == x))
     ctx.error("input 0 (dY) has shape " + dy.to_string() + ", X " + x.to_string());
-  infer::same_as_input(ctx, 1);
+  ctx.set_output(0, ctx.in_dtype(ctx.has_input(2) ? 2 : 0), x);
 }
 
 // One BiasGeluGrad gives the pre-activation's gradient dX; the bias gradient sums it over the
@@ -430,7 +436,8 @@ void grad_bias_gelu(GradContext& c) {
   std::vector<Value*> ins = {dy, c.input(0)};
   if (bias) ins.push_back(c.input(1));
   Value* dx = c.emit_otter("BiasGeluGrad", ins);
-  c.set_grad_input(0, dx);
+  // With a float32 bias on a half X, dX is float32 (for the bias's sum); X's gradient is its cast.
+  c.set_grad_input(0, dx->dtype() == c.input(0)->dtype() ? dx : c.cast(dx, c.input(0)->dtype()));
   if (want_bias) c.set_grad_input(1, c.sum_to_shape(dx, c.input(1)));
 }
 

@@ -28,13 +28,17 @@ inline void check_like(const KernelContext& ctx, int i, const Tensor& ref, const
     ctx.error(str_cat("input ", i, " (", what, ") is ", t.describe(), ", expected ", ref.describe()));
 }
 
-// BiasGelu's / BiasGeluGrad's optional bias, input x + 1: 1-D of X's (input x) dtype and last-axis
-// length. Returns that length (the bias period along X's flat elements), 0 without a bias.
+// BiasGelu's / BiasGeluGrad's optional bias, input x + 1: 1-D of X's (input x) dtype (or float32
+// for a half X) and last-axis length. Returns that length (the bias period along X's flat
+// elements), 0 without a bias.
 inline int64_t check_bias_gelu_bias(const KernelContext& ctx, int x) {
   if (!ctx.has_input(x + 1)) return 0;
   const Tensor &xt = ctx.input(x), &b = ctx.input(x + 1);
-  if (b.dtype() != xt.dtype() || b.dims().size() != 1 || xt.dims().empty() || b.dims()[0] != xt.dims().back())
-    ctx.error(str_cat("bias ", b.describe(), " must be 1-D of X's dtype and last-axis length, X ", xt.describe()));
+  const bool half_x = xt.dtype() == DataType::kFloat16 || xt.dtype() == DataType::kBFloat16;
+  const bool type_ok = b.dtype() == xt.dtype() || (half_x && b.dtype() == DataType::kFloat32);
+  if (!type_ok || b.dims().size() != 1 || xt.dims().empty() || b.dims()[0] != xt.dims().back())
+    ctx.error(str_cat("bias ", b.describe(), " must be 1-D of X's last-axis length and X's dtype (or float32 for a ",
+                      "half X), X ", xt.describe()));
   return b.dims()[0];
 }
 

@@ -39,22 +39,36 @@ void bias_loop(int64_t n, int64_t cols, const F& f) {
       8);
 }
 
-// Y = Gelu(X + bias).
+// Calls f(tag S, tag B): S the storage type of X (and dY), B the bias's (S, or float where a half
+// X takes a float32 bias: graph/ops/elementwise.cc).
+template <typename F>
+void visit_x_and_bias(KernelContext& ctx, int x, int64_t cols, const F& f) {
+  const DataType xt = ctx.input(x).dtype();
+  cpu::visit_float(xt, [&](auto tag) {
+    if (cols && ctx.input(x + 1).dtype() != xt)
+      f(tag, cpu::Tag<float>{});
+    else
+      f(tag, tag);
+  });
+}
+
+// Y = Gelu(X + bias), computed in compute_t<S> (float for halves) and rounded once to S.
 class BiasGeluKernel : public Kernel {
  public:
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const int64_t cols = check_bias_gelu_bias(ctx, 0);
     Tensor& y = ctx.allocate_output(0, x.dtype(), x.dims());
-    cpu::visit_float(x.dtype(), [&](auto tag) {
-      using S = typename decltype(tag)::type;
+    visit_x_and_bias(ctx, 0, cols, [&](auto xtag, auto btag) {
+      using S = typename decltype(xtag)::type;
+      using B = typename decltype(btag)::type;
       using C = compute_t<S>;
       const S* px = x.data<S>();
-      const S* pb = cols ? ctx.input(1).data<S>() : nullptr;
+      const B* pb = cols ? ctx.input(1).data<B>() : nullptr;
       S* py = y.data<S>();
       if (pb) {
         bias_loop<std::is_same_v<C, float>>(x.numel(), cols, [&](int64_t j, int64_t c) {
-          py[j] = store<S>(BiasGeluOp{}(load(px[j]), load(pb[c])));
+          py[j] = store<S>(BiasGeluOp{}(load(px[j]), C(load(pb[c]))));
         });
       } else {
         bias_loop<std::is_same_v<C, float>>(x.numel(), 0, [&](int64_t j, int64_t) {
@@ -65,26 +79,29 @@ class BiasGeluKernel : public Kernel {
   }
 };
 
-// dX = dY * Gelu'(X + bias); the bias gradient is a ReduceSum of dX the rule emits.
+// dX = dY * Gelu'(X + bias), stored as the bias's type (dY's without a bias); the bias gradient is
+// a ReduceSum of dX the rule emits.
 class BiasGeluGradKernel : public Kernel {
  public:
   void run(KernelContext& ctx) override {
     const Tensor& dy = ctx.input(0);
     check_like(ctx, 1, dy, "X");
     const int64_t cols = check_bias_gelu_bias(ctx, 1);
-    Tensor& dx = ctx.allocate_output(0, dy.dtype(), dy.dims());
-    cpu::visit_float(dy.dtype(), [&](auto tag) {
-      using S = typename decltype(tag)::type;
+    Tensor& dx = ctx.allocate_output(0, cols ? ctx.input(2).dtype() : dy.dtype(), dy.dims());
+    visit_x_and_bias(ctx, 1, cols, [&](auto xtag, auto btag) {
+      using S = typename decltype(xtag)::type;
+      using B = typename decltype(btag)::type;
       using C = compute_t<S>;
       const S* pg = dy.data<S>();
       const S* px = ctx.input(1).data<S>();
-      const S* pb = cols ? ctx.input(2).data<S>() : nullptr;
-      S* po = dx.data<S>();
+      const B* pb = cols ? ctx.input(2).data<B>() : nullptr;
       if (pb) {
+        B* po = dx.data<B>();
         bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
-          po[j] = store<S>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), load(pb[c])));
+          po[j] = store<B>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), C(load(pb[c]))));
         });
       } else {
+        S* po = dx.data<S>();
         bias_loop<std::is_same_v<C, float>>(dy.numel(), 0, [&](int64_t j, int64_t) {
           po[j] = store<S>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), C(0)));
         });

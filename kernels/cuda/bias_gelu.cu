@@ -8,17 +8,22 @@
 namespace otter::cuda {
 namespace {
 
-// BiasGelu / BiasGeluGrad: the bias element of flat index i is b[i % cols] (cols 0: no bias).
-template <typename S>
-__global__ void bias_gelu_kernel(int64_t n, const S* x, const S* b, int64_t cols, S* y) {
-  using C = compute_type<S>;
-  OTTER_GRID_STRIDE(i, n) { y[i] = store_value<S>(BiasGeluOp{}(load_value(x[i]), b ? load_value(b[i % cols]) : C(0))); }
-}
-template <typename S>
-__global__ void bias_gelu_grad_kernel(int64_t n, const S* dy, const S* x, const S* b, int64_t cols, S* dx) {
+// BiasGelu / BiasGeluGrad: the bias element of flat index i is b[i % cols] (cols 0: no bias). S is
+// X's (and dY's) storage type, B the bias's: S, or float for a half X (graph/ops/elementwise.cc);
+// BiasGeluGrad stores dX as B.
+template <typename S, typename B>
+__global__ void bias_gelu_kernel(int64_t n, const S* x, const B* b, int64_t cols, S* y) {
   using C = compute_type<S>;
   OTTER_GRID_STRIDE(i, n) {
-    dx[i] = store_value<S>(BiasGeluGradOp{}(load_value(dy[i]), load_value(x[i]), b ? load_value(b[i % cols]) : C(0)));
+    y[i] = store_value<S>(BiasGeluOp{}(load_value(x[i]), b ? C(load_value(b[i % cols])) : C(0)));
+  }
+}
+template <typename S, typename B>
+__global__ void bias_gelu_grad_kernel(int64_t n, const S* dy, const S* x, const B* b, int64_t cols, B* dx) {
+  using C = compute_type<S>;
+  OTTER_GRID_STRIDE(i, n) {
+    dx[i] = store_value<B>(
+        BiasGeluGradOp{}(load_value(dy[i]), load_value(x[i]), b ? C(load_value(b[i % cols])) : C(0)));
   }
 }
 
@@ -33,23 +38,38 @@ class BiasGeluKernel : public Kernel {
     const Tensor& x = ctx.input(xi);
     if (grad_) check_like(ctx, 1, ctx.input(0), "X");
     const int64_t cols = check_bias_gelu_bias(ctx, xi);
-    Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
+    const bool float_bias = cols && ctx.input(xi + 1).dtype() != x.dtype();
+    const DataType out_type = grad_ && cols ? ctx.input(xi + 1).dtype() : x.dtype();
+    Tensor& out = ctx.allocate_output(0, out_type, x.dims());
     const int64_t n = x.numel();
     if (n == 0) return;
     dispatch_float(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
-      const S* b = cols ? static_cast<const S*>(ctx.input(xi + 1).raw()) : nullptr;
-      const S* px = static_cast<const S*>(x.raw());
-      if (grad_)
-        bias_gelu_grad_kernel<S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
-            n, static_cast<const S*>(ctx.input(0).raw()), px, b, cols, static_cast<S*>(out.raw()));
+      if (float_bias)
+        launch<S, float>(ctx, x, cols, out, n);
       else
-        bias_gelu_kernel<S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(n, px, b, cols, static_cast<S*>(out.raw()));
-      OTTER_CUDA_LAUNCH_CHECK();
+        launch<S, S>(ctx, x, cols, out, n);
     });
   }
 
  private:
+  template <typename S, typename B>
+  void launch(KernelContext& ctx, const Tensor& x, int64_t cols, Tensor& out, int64_t n) {
+    const int xi = grad_ ? 1 : 0;
+    const B* b = cols ? static_cast<const B*>(ctx.input(xi + 1).raw()) : nullptr;
+    const S* px = static_cast<const S*>(x.raw());
+    if (grad_ && cols)
+      bias_gelu_grad_kernel<S, B><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
+          n, static_cast<const S*>(ctx.input(0).raw()), px, b, cols, static_cast<B*>(out.raw()));
+    else if (grad_)
+      bias_gelu_grad_kernel<S, S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
+          n, static_cast<const S*>(ctx.input(0).raw()), px, static_cast<const S*>(nullptr), 0,
+          static_cast<S*>(out.raw()));
+    else
+      bias_gelu_kernel<S, B><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(n, px, b, cols, static_cast<S*>(out.raw()));
+    OTTER_CUDA_LAUNCH_CHECK();
+  }
+
   bool grad_;
 };
 

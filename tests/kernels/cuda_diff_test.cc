@@ -424,6 +424,12 @@ std::vector<Case> grad_cases() {
   grad("BiasGelu_no_bias", "BiasGelu", {Tu({4, 9}, -5, 5)});
   grad("BiasGeluGrad_bias", "BiasGeluGrad", {T({3, 5, 9}), Tu({3, 5, 9}, -5, 5), Tu({9}, -1, 1)});
   grad("BiasGeluGrad_no_bias", "BiasGeluGrad", {T({4, 9}), Tu({4, 9}, -5, 5)});
+  // A half X with a float32 bias (cast-elimination's form, passes/cast_elimination.h): Y half, dX float32.
+  for (const char* op : {"BiasGelu", "BiasGeluGrad"}) {
+    std::vector<In> ins = {Tu({3, 5, 9}, -5, 5), of(F32, {9}, Gen::kUniform, -1, 1)};
+    if (std::string(op) == "BiasGeluGrad") ins.insert(ins.begin(), T({3, 5, 9}));
+    cs.push_back(train_op(str_cat(op, "_f32_bias"), op, ins, {F16, BF16}));
+  }
   grad("SoftplusGrad_plain", "SoftplusGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("SoftsignGrad_plain", "SoftsignGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("AbsGrad_with_zeros", "AbsGrad", {T({5}), Tv({5}, {-2, 0, 3, 0, -1})});

@@ -30,6 +30,18 @@ Tensor rounded(const Tensor& x, DataType t) {
   return out;
 }
 
+// The tensor widened exactly to float32 or float64.
+Tensor widened(const Tensor& x, DataType t) {
+  Tensor out(t, x.dims());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (t == DataType::kFloat64)
+      out.data<double>()[i] = x.get_as_double(i);
+    else
+      out.data<float>()[i] = static_cast<float>(x.get_as_double(i));
+  }
+  return out;
+}
+
 struct Derivative {
   const char* op;
   std::map<std::string, Attribute> attrs;
@@ -253,6 +265,35 @@ TEST(GradKernels, BiasGeluMatchesClosedFormsInEveryFloatType) {
     refused = std::string(e.what()).find("bias") != std::string::npos;
   }
   EXPECT_TRUE(refused);
+}
+
+// A half X with a float32 bias (the form cast-elimination gives the float32 BiasGelu between Casts,
+// passes/cast_elimination.h) computes what the Casts around the float32 op did, bit for bit: Y is
+// Cast(BiasGelu(Cast(x, f32), b), half) and dX = BiasGeluGrad(Cast(dy), Cast(x), b) in float32.
+TEST(GradKernels, BiasGeluOnAHalfXWithAFloat32BiasIsTheCastFloat32Op) {
+  const Tensor x = random_f32({7, 11, 67}, 3, -4, 4), b = random_f32({67}, 4, -1, 1);
+  const Tensor dy = random_f32({7, 11, 67}, 5, -1, 1);
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    const Tensor xt = rounded(x, t), dyt = rounded(dy, t);
+    const Tensor xw = widened(xt, DataType::kFloat32), dyw = widened(dyt, DataType::kFloat32);
+    const Tensor y = run_op({.op = "BiasGelu", .inputs = {xt, b}, .domain = "ai.otter"})[0];
+    const Tensor dx = run_op({.op = "BiasGeluGrad", .inputs = {dyt, xt, b}, .domain = "ai.otter"})[0];
+    const Tensor y_ref = rounded(run_op({.op = "BiasGelu", .inputs = {xw, b}, .domain = "ai.otter"})[0], t);
+    const Tensor dx_ref = run_op({.op = "BiasGeluGrad", .inputs = {dyw, xw, b}, .domain = "ai.otter"})[0];
+    ASSERT_EQ(y.dtype(), t);
+    ASSERT_EQ(dx.dtype(), DataType::kFloat32);
+    int64_t y_differ = 0, dx_differ = 0, y_nonzero = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      y_differ += y.get_as_double(i) != y_ref.get_as_double(i);
+      dx_differ += dx.get_as_double(i) != dx_ref.get_as_double(i);
+      y_nonzero += y.get_as_double(i) != 0;
+    }
+    EXPECT_EQ(y_differ, 0) << dtype_name(t);
+    EXPECT_EQ(dx_differ, 0) << dtype_name(t);
+    EXPECT_GT(y_nonzero, x.numel() / 2);
+  }
+  // float64 X takes no float32 bias.
+  EXPECT_THROW(run_op({.op = "BiasGelu", .inputs = {widened(x, DataType::kFloat64), b}, .domain = "ai.otter"}), Error);
 }
 
 }  // namespace
