@@ -100,7 +100,7 @@ CastEliminationStats eliminate_casts(Graph& g) {
   st.casts_merged = drop_and_merge(g);
   int64_t removed = remove_dead_casts(g);
   st.casts_moved = move_casts(g);
-  st.bias_gelu_fused = fuse_bias_gelu_casts(g);
+  st.casts_fused = fuse_casts(g);
   st.casts_merged += drop_and_merge(g);
   removed += remove_dead_casts(g);
   st.casts_removed = removed - st.casts_merged;
@@ -109,7 +109,7 @@ CastEliminationStats eliminate_casts(Graph& g) {
 
 std::string CastEliminationPass::summary() const {
   return "drop Casts to the same type and exact round trips (f16->f32->f16), merge duplicate Casts, move Casts "
-         "so Reshape/Transpose run on the narrower type, take Casts into BiasGelu; exact";
+         "so Reshape/Transpose run on the narrower type, take Casts into BiasGelu and bias Adds; exact";
 }
 
 void CastEliminationPass::run(Graph& g, PassContext&) {
@@ -119,7 +119,7 @@ void CastEliminationPass::run(Graph& g, PassContext&) {
                 {"casts_merged", st.casts_merged},
                 {"casts_moved", st.casts_moved},
                 {"reshapes_merged", st.reshapes_merged},
-                {"bias_gelu_fused", st.bias_gelu_fused}});
+                {"casts_fused", st.casts_fused}});
 }
 
 }  // namespace otter

@@ -11,7 +11,9 @@
 //     meets a narrowing one leaves a round trip the next step drops (cast_motion.h);
 //   - a float32 ai.otter.BiasGelu between a widening Cast of a half X and Casts of its output back
 //     to that type reads and writes the half type, its bias float32; BiasGeluGrad reads half dY
-//     and X and writes float32 dX (counter bias_gelu_fused); the math stays float32;
+//     and X and writes float32 dX; a bias Add of a widened half X becomes ai.otter.BiasAdd, which
+//     writes float32, or the half type where every reader casts the sum back (counter
+//     casts_fused); the math stays float32;
 // then over every Cast node, in order:
 //   - a Cast to its input's own type is dropped (counter casts_removed);
 //   - Cast(Cast(x, B), C) reads x directly when the first Cast is exact (x's type widens into B
@@ -45,7 +47,7 @@ struct CastEliminationStats {
   int64_t casts_merged = 0;
   int64_t casts_moved = 0;
   int64_t reshapes_merged = 0;
-  int64_t bias_gelu_fused = 0;
+  int64_t casts_fused = 0;
 };
 
 CastEliminationStats eliminate_casts(Graph& g);

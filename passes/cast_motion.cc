@@ -134,6 +134,74 @@ bool fuse_bias_gelu_grad(Node* n) {
   return true;
 }
 
+// BiasGeluGrad(dy, x, b): f32 of half dy and x whose dX some readers cast to x's type: the node
+// writes that rounded dX as its output 1 and those Casts go.
+bool add_half_dx(Graph& g, Node* n) {
+  Value* dx = n->output(0);
+  if (n->num_outputs() != 1 || n->num_inputs() != 3 || dx->dtype() != DataType::kFloat32 || is_pinned_value(g, dx))
+    return false;
+  const DataType half = n->input(1)->dtype();
+  if (!is_half(half) || n->input(0)->dtype() != half) return false;
+  std::vector<Node*> casts;
+  for (const auto& [u, slot] : dx->uses())
+    if (is_cast(u) && dtype_from_onnx(static_cast<int>(u->attr_i("to", 0))) == half && !is_pinned_value(g, u->output(0)))
+      casts.push_back(u);
+  if (casts.empty()) return false;
+  const std::string name = dx->name();
+  Node* both = g.add_node(n->op_type(), n->inputs(), {g.unique_name(name + ".both"), g.unique_name(suffixed(name, half))},
+                          n->domain(), n);
+  both->set_program(n->program());
+  both->set_name(n->name());
+  infer_node(*both);
+  for (Node* c : casts) {
+    g.replace_all_uses(c->output(0), both->output(1));
+    g.remove_node(c);
+  }
+  g.replace_all_uses(dx, both->output(0));
+  g.remove_node(n);
+  g.rename_value(both->output(0), name);
+  return true;
+}
+
+// The 1-D float32 bias and the half x of Add(bias, Cast(x, f32)) (either order), the bias along
+// x's last axis and the sum of x's shape; {nullptr, nullptr} otherwise.
+std::pair<Value*, Value*> bias_and_half(const Node* add) {
+  for (int i = 0; i < 2; ++i) {
+    Value *bias = add->input(i), *x = widened_half(add->input(1 - i));
+    if (!x || bias->dtype() != DataType::kFloat32) continue;
+    const Shape &bs = bias->shape(), &xs = x->shape();
+    if (!bs.is_static() || bs.rank() != 1 || !xs.rank_known || xs.rank() < 1 || !xs.dims.back().is_static() ||
+        xs.dims.back().value != bs.dims[0].value || !(xs == add->output(0)->shape()))
+      continue;
+    return {bias, x};
+  }
+  return {nullptr, nullptr};
+}
+
+// Add(bias, Cast(x, f32)) -> BiasAdd(x, bias) {to=f32}, or BiasAdd(x, bias): half where every
+// reader casts the sum back to x's type.
+bool fuse_bias_add(Graph& g, Node* add) {
+  Value* out = add->output(0);
+  if (add->num_inputs() != 2 || out->dtype() != DataType::kFloat32 || is_pinned_value(g, out)) return false;
+  auto [bias, x] = bias_and_half(add);
+  if (!x) return false;
+  bool half_out = !out->uses().empty();
+  for (const auto& [u, slot] : out->uses())
+    half_out = half_out && is_cast(u) && dtype_from_onnx(static_cast<int>(u->attr_i("to", 0))) == x->dtype();
+  const std::string name = out->name();
+  const Shape shape = out->shape();
+  Node* fused = g.add_node("BiasAdd", {x, bias}, {g.unique_name(name + ".fused")}, kOtterDomain, add);
+  fused->set_program(add->program());
+  fused->set_name(add->name());
+  if (!half_out) fused->set_attr("to", Attribute(static_cast<int64_t>(dtype_to_onnx(DataType::kFloat32))));
+  infer_node(*fused);
+  g.replace_all_uses(out, fused->output(0));
+  g.remove_node(add);
+  g.rename_value(fused->output(0), name);
+  fused->output(0)->set_shape(shape);
+  return true;
+}
+
 }  // namespace
 
 bool is_pinned_value(const Graph& g, const Value* v) {
@@ -181,11 +249,13 @@ int64_t move_casts(Graph& g) {
   return moved;
 }
 
-int64_t fuse_bias_gelu_casts(Graph& g) {
+int64_t fuse_casts(Graph& g) {
   int64_t fused = 0;
   for (Node* n : g.node_list()) {
     if (is_otter(n, "BiasGelu") && fuse_bias_gelu(g, n)) ++fused;
     if (is_otter(n, "BiasGeluGrad") && fuse_bias_gelu_grad(n)) ++fused;
+    if (is_otter(n, "BiasGeluGrad") && add_half_dx(g, n)) ++fused;
+    if (is_op(n, "Add") && fuse_bias_add(g, n)) ++fused;
   }
   return fused;
 }

@@ -26,13 +26,16 @@ int64_t merge_duplicate_reshapes(Graph& g);
 // updates) stay where they are. Returns how many Casts moved.
 int64_t move_casts(Graph& g);
 
-// Takes the Casts around a float32 ai.otter.BiasGelu of a half value into it (the bias stays
-// float32; graph/ops/elementwise.cc):
+// Takes the Casts around a float32 ai.otter.BiasGelu or bias Add of a half value into one op (the
+// bias stays float32; graph/ops/elementwise.cc):
 //   Cast(BiasGelu(Cast(x, f32), b), half)  -> BiasGelu(x, b): half   (every reader of Y casts it
 //                                                                   back to x's type)
 //   BiasGeluGrad(Cast(dy, f32), Cast(x, f32), b) -> BiasGeluGrad(dy, x, b): f32 (dy, x one half type)
-// The kernels widen x and dy exactly and compute in float32 as before, and round Y once.
+//   Add(b, Cast(x, f32))                   -> BiasAdd(x, b) {to=f32}, or BiasAdd(x, b): half where
+//                                             every reader casts the sum back (b 1-D along x's
+//                                             last axis, the sum of x's shape)
+// The kernels widen x and dy exactly, compute in float32 as before, and round once.
 // Returns how many nodes changed.
-int64_t fuse_bias_gelu_casts(Graph& g);
+int64_t fuse_casts(Graph& g);
 
 }  // namespace otter

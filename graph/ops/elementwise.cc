@@ -393,7 +393,8 @@ void infer_dropout_grad(InferContext& ctx) {
 // The bias has X's type, or float32 where X is float16/bfloat16: cast-elimination makes that mix
 // from Casts around a float32 BiasGelu (passes/cast_elimination.h); the sum X + bias and the GELU
 // are then float32, as they were, and Y is rounded to X's type. dX has the bias's type (float32
-// in the mix), since the bias gradient is its sum; without a bias, dY's.
+// in the mix), since the bias gradient is its sum; without a bias, dY's. In the mix, an optional
+// second output holds dX rounded to X's type, for the GEMM that reads it (no Cast of dX).
 // Inputs x and x + 1 (bias, optional) of a BiasGelu or BiasGeluGrad.
 void check_bias_gelu_inputs(InferContext& ctx, int x) {
   infer::check_type(ctx, x, Types::kFloat);
@@ -416,14 +417,19 @@ void infer_bias_gelu(InferContext& ctx) {
 }
 
 void infer_bias_gelu_grad(InferContext& ctx) {
-  infer::check_arity(ctx, 2, 3);
+  infer::check_arity(ctx, 2, 3, 1, 2);
   infer::check_float(ctx, 0);
   infer::check_same_type(ctx, 0, 1);
   check_bias_gelu_inputs(ctx, 1);
   const Shape &dy = ctx.in_shape(0), &x = ctx.in_shape(1);
   if (dy.rank_known && x.rank_known && dy.is_static() && x.is_static() && !(dy == x))
     ctx.error("input 0 (dY) has shape " + dy.to_string() + ", X " + x.to_string());
-  ctx.set_output(0, ctx.in_dtype(ctx.has_input(2) ? 2 : 0), x);
+  const DataType dx = ctx.in_dtype(ctx.has_input(2) ? 2 : 0);
+  ctx.set_output(0, dx, x);
+  if (!ctx.has_output(1)) return;
+  // dX rounded to X's half type as well, for the bias's float32 dX (cast-elimination).
+  if (dx == ctx.in_dtype(1)) ctx.error("output 1 (dX in X's type) needs a float32 bias on a half X");
+  ctx.set_output(1, ctx.in_dtype(1), x);
 }
 
 // One BiasGeluGrad gives the pre-activation's gradient dX; the bias gradient sums it over the
@@ -441,6 +447,32 @@ void grad_bias_gelu(GradContext& c) {
   if (want_bias) c.set_grad_input(1, c.sum_to_shape(dx, c.input(1)));
 }
 
+// ---- ai.otter.BiasAdd (cast-elimination makes it, passes/cast_elimination.h) -------------------
+//   BiasAdd(X, bias) {to?} -> Y = X + bias, bias 1-D along X's last axis, summed in the wider of
+//   the two types and rounded once to `to` (default X's type; X's type or float32). With a half X
+//   and a float32 bias it is Add(bias, Cast(X, f32)), and with to = X's type that sum cast back:
+//   the Linear bias of a mixed-precision GEMM without the Casts around it.
+void infer_bias_add(InferContext& ctx) {
+  infer::check_arity(ctx, 2, 2);
+  check_bias_gelu_inputs(ctx, 0);
+  const DataType xt = ctx.in_dtype(0);
+  DataType to = xt;
+  if (ctx.node().has_attr("to")) {
+    to = dtype_from_onnx(static_cast<int>(ctx.node().attr_i("to", 0)));
+    if (to != xt && to != DataType::kFloat32)
+      ctx.error(str_cat("to must be X's type or float32, got ", dtype_name(to)));
+  }
+  ctx.set_output(0, to, ctx.in_shape(0));
+}
+
+// dX = dY in X's type, dbias = dY summed over the broadcast axes.
+void grad_bias_add(GradContext& c) {
+  Value* dy = c.grad_output(0);
+  if (!dy) return;
+  if (c.needs_grad(0)) c.set_grad_input(0, c.cast(dy, c.input(0)->dtype()));
+  if (c.needs_grad(1)) c.set_grad_input(1, c.sum_to_shape(c.cast(dy, c.input(1)->dtype()), c.input(1)));
+}
+
 void register_bias_gelu_ops(OpTable& t) {
   using P = PrecisionClass;
   OpDef d;
@@ -454,8 +486,20 @@ void register_bias_gelu_ops(OpTable& t) {
   d.summary = "BiasGelu(X, bias?) -> Y: Gelu(X + bias), exact erf form, bias broadcast over X's last axis";
   t.add(d);
   infer::add_otter_op(t, "BiasGeluGrad", infer_bias_gelu_grad, P::kFollow,
-                      "BiasGeluGrad(dY, X, bias?) -> dX: dY * Gelu'(X + bias), the pre-activation recomputed");
+                      "BiasGeluGrad(dY, X, bias?) -> dX, dX_half?: dY * Gelu'(X + bias), the pre-activation "
+                      "recomputed; dX_half, with a float32 bias on a half X, is dX rounded to X's type");
   t.mutable_find(kOtterDomain, "BiasGeluGrad", 1)->inplace = true;
+  OpDef a;
+  a.domain = kOtterDomain;
+  a.op_type = "BiasAdd";
+  a.infer = infer_bias_add;
+  a.precision = P::kFollow;
+  a.inplace = true;  // Y[j] reads X[j] only (and the bias); the planner checks the sizes agree
+  a.grad_kind = GradKind::kRule;
+  a.grad = grad_bias_add;
+  a.summary = "BiasAdd(X, bias) {to?} -> Y: X + bias along X's last axis, rounded once to `to` (X's type or "
+              "float32)";
+  t.add(a);
 }
 
 void register_elementwise_grad_ops(OpTable& t) {

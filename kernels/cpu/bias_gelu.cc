@@ -1,6 +1,6 @@
 // CPU kernels of ai.otter.BiasGelu and ai.otter.BiasGeluGrad (graph/ops/elementwise.cc, made by the
 // fuse-bias-gelu pass): one pass over X instead of the six element-wise ops of the exported GELU
-// chain. The per-element math is the shared BiasGeluOp / BiasGeluGradOp (kernels/common/), which
+// chain; and of ai.otter.BiasAdd (made by cast-elimination), AddOp with the bias. The per-element math is the shared BiasGeluOp / BiasGeluGradOp (kernels/common/), which
 // reuse GeluOp / GeluGradOp at the pre-activation x + bias. Every float storage type (halves are
 // computed in float); the float loops run as the active ISA variant (kernels/cpu/isa.h).
 #include <algorithm>
@@ -79,8 +79,9 @@ class BiasGeluKernel : public Kernel {
   }
 };
 
-// dX = dY * Gelu'(X + bias), stored as the bias's type (dY's without a bias); the bias gradient is
-// a ReduceSum of dX the rule emits.
+// dX = dY * Gelu'(X + bias), stored as the bias's type (dY's without a bias), and with output 1
+// also rounded to X's type (as a Cast of dX would); the bias gradient is a ReduceSum of dX the
+// rule emits.
 class BiasGeluGradKernel : public Kernel {
  public:
   void run(KernelContext& ctx) override {
@@ -88,6 +89,9 @@ class BiasGeluGradKernel : public Kernel {
     check_like(ctx, 1, dy, "X");
     const int64_t cols = check_bias_gelu_bias(ctx, 1);
     Tensor& dx = ctx.allocate_output(0, cols ? ctx.input(2).dtype() : dy.dtype(), dy.dims());
+    // Output 1 (optional, float32 bias on a half X): dX rounded to X's type as well.
+    Tensor* half = ctx.has_output(1) ? &ctx.allocate_output(1, dy.dtype(), dy.dims()) : nullptr;
+    if (half && dx.dtype() == dy.dtype()) ctx.error("output 1 (dX in X's type) needs a float32 bias on a half X");
     visit_x_and_bias(ctx, 1, cols, [&](auto xtag, auto btag) {
       using S = typename decltype(xtag)::type;
       using B = typename decltype(btag)::type;
@@ -95,7 +99,15 @@ class BiasGeluGradKernel : public Kernel {
       const S* pg = dy.data<S>();
       const S* px = ctx.input(1).data<S>();
       const B* pb = cols ? ctx.input(2).data<B>() : nullptr;
-      if (pb) {
+      if (pb && half) {
+        B* po = dx.data<B>();
+        S* ph = half->data<S>();
+        bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
+          const C v = BiasGeluGradOp{}(load(pg[j]), load(px[j]), C(load(pb[c])));
+          po[j] = store<B>(v);
+          ph[j] = store<S>(C(load(po[j])));
+        });
+      } else if (pb) {
         B* po = dx.data<B>();
         bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
           po[j] = store<B>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), C(load(pb[c]))));
@@ -108,6 +120,43 @@ class BiasGeluGradKernel : public Kernel {
       }
     });
   }
+};
+
+// Y = X + bias, summed in compute_t<S> (float for halves) and rounded once to Y's type (X's, or
+// float32 for a half X: attribute `to`).
+class BiasAddKernel : public Kernel {
+ public:
+  explicit BiasAddKernel(const Node& n)
+      : to_(n.has_attr("to") ? dtype_from_onnx(static_cast<int>(n.attr_i("to", 0))) : DataType::kUndefined) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t cols = check_bias_gelu_bias(ctx, 0);
+    if (!cols) ctx.error("needs a bias");
+    const DataType to = to_ == DataType::kUndefined ? x.dtype() : to_;
+    if (to != x.dtype() && to != DataType::kFloat32)
+      ctx.error(str_cat("to must be X's type or float32, got ", dtype_name(to)));
+    Tensor& y = ctx.allocate_output(0, to, x.dims());
+    visit_x_and_bias(ctx, 0, cols, [&](auto xtag, auto btag) {
+      using S = typename decltype(xtag)::type;
+      using B = typename decltype(btag)::type;
+      using C = compute_t<S>;
+      const S* px = x.data<S>();
+      const B* pb = ctx.input(1).data<B>();
+      auto add = [&](auto* py) {
+        using O = std::remove_pointer_t<decltype(py)>;
+        bias_loop<std::is_same_v<C, float>>(x.numel(), cols, [&](int64_t j, int64_t c) {
+          py[j] = store<O>(AddOp{}(load(px[j]), C(load(pb[c]))));
+        });
+      };
+      if (to == x.dtype())
+        add(y.data<S>());
+      else
+        add(y.data<float>());
+    });
+  }
+
+ private:
+  DataType to_;
 };
 
 }  // namespace
@@ -123,6 +172,10 @@ void register_cpu_bias_gelu_kernels(KernelRegistry& r) {
          .op_type = "BiasGeluGrad",
          .dtypes = kFloats,
          .create = [](const Node&) -> std::unique_ptr<Kernel> { return std::make_unique<BiasGeluGradKernel>(); }});
+  r.add({.domain = kOtterDomain,
+         .op_type = "BiasAdd",
+         .dtypes = kFloats,
+         .create = [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BiasAddKernel>(n); }});
 }
 
 }  // namespace otter

@@ -1,4 +1,5 @@
-// ai.otter.BiasGelu and BiasGeluGrad on CUDA (made by the fuse-bias-gelu pass, passes/fuse_bias_gelu.h):
+// ai.otter.BiasGelu and BiasGeluGrad on CUDA (made by the fuse-bias-gelu pass, passes/fuse_bias_gelu.h),
+// and ai.otter.BiasAdd (made by cast-elimination):
 // one grid-stride pass each over the shared functors of kernels/common/elementwise_grad.h.
 #include "kernels/common/checks.h"
 #include "kernels/common/elementwise_grad.h"
@@ -18,14 +19,65 @@ __global__ void bias_gelu_kernel(int64_t n, const S* x, const B* b, int64_t cols
     y[i] = store_value<S>(BiasGeluOp{}(load_value(x[i]), b ? C(load_value(b[i % cols])) : C(0)));
   }
 }
+// half (optional): dX rounded to S as well, as a Cast of the B-typed dX would.
 template <typename S, typename B>
-__global__ void bias_gelu_grad_kernel(int64_t n, const S* dy, const S* x, const B* b, int64_t cols, B* dx) {
+__global__ void bias_gelu_grad_kernel(int64_t n, const S* dy, const S* x, const B* b, int64_t cols, B* dx, S* half) {
   using C = compute_type<S>;
   OTTER_GRID_STRIDE(i, n) {
-    dx[i] = store_value<B>(
+    const B v = store_value<B>(
         BiasGeluGradOp{}(load_value(dy[i]), load_value(x[i]), b ? C(load_value(b[i % cols])) : C(0)));
+    dx[i] = v;
+    if (half) half[i] = store_value<S>(C(load_value(v)));
   }
 }
+
+// ai.otter.BiasAdd: Y = X + bias in X's compute type, stored as O (X's type, or float).
+template <typename S, typename B, typename O>
+__global__ void bias_add_kernel(int64_t n, const S* x, const B* b, int64_t cols, O* y) {
+  using C = compute_type<S>;
+  OTTER_GRID_STRIDE(i, n) { y[i] = store_value<O>(AddOp{}(load_value(x[i]), C(load_value(b[i % cols])))); }
+}
+
+// ai.otter.BiasAdd(X, bias) {to?} (made by cast-elimination, passes/cast_elimination.h).
+class BiasAddKernel : public Kernel {
+ public:
+  explicit BiasAddKernel(const Node& n)
+      : to_(n.has_attr("to") ? dtype_from_onnx(static_cast<int>(n.attr_i("to", 0))) : DataType::kUndefined) {}
+  void run(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const int64_t cols = check_bias_gelu_bias(ctx, 0);
+    if (!cols) ctx.error("needs a bias");
+    const DataType to = to_ == DataType::kUndefined ? x.dtype() : to_;
+    if (to != x.dtype() && to != DataType::kFloat32)
+      ctx.error(str_cat("to must be X's type or float32, got ", dtype_name(to)));
+    const bool float_bias = ctx.input(1).dtype() != x.dtype();
+    Tensor& out = ctx.allocate_output(0, to, x.dims());
+    const int64_t n = x.numel();
+    if (n == 0) return;
+    dispatch_float(x.dtype(), [&](auto tag) {
+      using S = typename decltype(tag)::type;
+      if (float_bias)
+        launch<S, float>(ctx, x, cols, out, n, to != x.dtype());
+      else
+        launch<S, S>(ctx, x, cols, out, n, to != x.dtype());
+    });
+  }
+
+ private:
+  template <typename S, typename B>
+  void launch(KernelContext& ctx, const Tensor& x, int64_t cols, Tensor& out, int64_t n, bool float_out) {
+    const S* px = static_cast<const S*>(x.raw());
+    const B* b = static_cast<const B*>(ctx.input(1).raw());
+    if (float_out)
+      bias_add_kernel<S, B, float><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(n, px, b, cols,
+                                                                                static_cast<float*>(out.raw()));
+    else
+      bias_add_kernel<S, B, S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(n, px, b, cols, static_cast<S*>(out.raw()));
+    OTTER_CUDA_LAUNCH_CHECK();
+  }
+
+  DataType to_;
+};
 
 // ai.otter.BiasGelu(X, bias?) -> Y = Gelu(X + bias) (made by the fuse-bias-gelu pass), and
 // BiasGeluGrad(dY, X, bias?) -> dX = dY Gelu'(X + bias): one pass each, no broadcast indexer (the
@@ -41,6 +93,8 @@ class BiasGeluKernel : public Kernel {
     const bool float_bias = cols && ctx.input(xi + 1).dtype() != x.dtype();
     const DataType out_type = grad_ && cols ? ctx.input(xi + 1).dtype() : x.dtype();
     Tensor& out = ctx.allocate_output(0, out_type, x.dims());
+    half_ = grad_ && ctx.has_output(1) ? &ctx.allocate_output(1, x.dtype(), x.dims()) : nullptr;
+    if (half_ && !float_bias) ctx.error("output 1 (dX in X's type) needs a float32 bias on a half X");
     const int64_t n = x.numel();
     if (n == 0) return;
     dispatch_float(x.dtype(), [&](auto tag) {
@@ -60,22 +114,26 @@ class BiasGeluKernel : public Kernel {
     const S* px = static_cast<const S*>(x.raw());
     if (grad_ && cols)
       bias_gelu_grad_kernel<S, B><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
-          n, static_cast<const S*>(ctx.input(0).raw()), px, b, cols, static_cast<B*>(out.raw()));
+          n, static_cast<const S*>(ctx.input(0).raw()), px, b, cols, static_cast<B*>(out.raw()),
+          half_ ? static_cast<S*>(half_->raw()) : nullptr);
     else if (grad_)
       bias_gelu_grad_kernel<S, S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
           n, static_cast<const S*>(ctx.input(0).raw()), px, static_cast<const S*>(nullptr), 0,
-          static_cast<S*>(out.raw()));
+          static_cast<S*>(out.raw()), static_cast<S*>(nullptr));
     else
       bias_gelu_kernel<S, B><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(n, px, b, cols, static_cast<S*>(out.raw()));
     OTTER_CUDA_LAUNCH_CHECK();
   }
 
   bool grad_;
+  Tensor* half_ = nullptr;  // BiasGeluGrad's optional output 1 in this run
 };
 
 }  // namespace
 
 KernelFactory bias_gelu_kernel(const std::string& op) {
+  if (op == "BiasAdd")
+    return [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BiasAddKernel>(n); };
   const bool grad = op == "BiasGeluGrad";
   if (op != "BiasGelu" && !grad) fail("bias_gelu_kernel: no CUDA kernel for ", op);
   return [grad](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<BiasGeluKernel>(n, grad); };

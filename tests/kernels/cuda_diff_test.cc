@@ -430,6 +430,12 @@ std::vector<Case> grad_cases() {
     if (std::string(op) == "BiasGeluGrad") ins.insert(ins.begin(), T({3, 5, 9}));
     cs.push_back(train_op(str_cat(op, "_f32_bias"), op, ins, {F16, BF16}));
   }
+  cs.push_back(train_op("BiasGeluGrad_half_dx", "BiasGeluGrad",
+                        {T({3, 5, 9}), Tu({3, 5, 9}, -5, 5), of(F32, {9}, Gen::kUniform, -1, 1)}, {F16, BF16}, {}, 2));
+  grad("BiasAdd_same_type", "BiasAdd", {T({3, 5, 9}), T({9})});
+  cs.push_back(train_op("BiasAdd_f32_bias", "BiasAdd", {T({3, 5, 9}), of(F32, {9})}, {F16, BF16}));
+  cs.push_back(train_op("BiasAdd_to_f32", "BiasAdd", {T({3, 5, 9}), of(F32, {9})}, {F16, BF16},
+                        {{"to", Attribute(int64_t{1})}}));
   grad("SoftplusGrad_plain", "SoftplusGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("SoftsignGrad_plain", "SoftsignGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("AbsGrad_with_zeros", "AbsGrad", {T({5}), Tv({5}, {-2, 0, 3, 0, -1})});

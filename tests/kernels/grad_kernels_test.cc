@@ -267,10 +267,11 @@ TEST(GradKernels, BiasGeluMatchesClosedFormsInEveryFloatType) {
   EXPECT_TRUE(refused);
 }
 
-// A half X with a float32 bias (the form cast-elimination gives the float32 BiasGelu between Casts,
-// passes/cast_elimination.h) computes what the Casts around the float32 op did, bit for bit: Y is
-// Cast(BiasGelu(Cast(x, f32), b), half) and dX = BiasGeluGrad(Cast(dy), Cast(x), b) in float32.
-TEST(GradKernels, BiasGeluOnAHalfXWithAFloat32BiasIsTheCastFloat32Op) {
+// A half X with a float32 bias (the form cast-elimination gives the float32 BiasGelu and bias Add
+// between Casts, passes/cast_elimination.h) computes what the Casts around the float32 op did, bit
+// for bit: Y is Cast(BiasGelu(Cast(x, f32), b), half) and dX = BiasGeluGrad(Cast(dy), Cast(x), b)
+// in float32; BiasAdd is Add(b, Cast(x, f32)), or that cast back.
+TEST(GradKernels, BiasGeluAndBiasAddOnAHalfXWithAFloat32BiasAreTheCastFloat32Ops) {
   const Tensor x = random_f32({7, 11, 67}, 3, -4, 4), b = random_f32({67}, 4, -1, 1);
   const Tensor dy = random_f32({7, 11, 67}, 5, -1, 1);
   for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
@@ -280,8 +281,17 @@ TEST(GradKernels, BiasGeluOnAHalfXWithAFloat32BiasIsTheCastFloat32Op) {
     const Tensor dx = run_op({.op = "BiasGeluGrad", .inputs = {dyt, xt, b}, .domain = "ai.otter"})[0];
     const Tensor y_ref = rounded(run_op({.op = "BiasGelu", .inputs = {xw, b}, .domain = "ai.otter"})[0], t);
     const Tensor dx_ref = run_op({.op = "BiasGeluGrad", .inputs = {dyw, xw, b}, .domain = "ai.otter"})[0];
+    // Output 1: dX rounded to X's type, as a Cast of output 0 would.
+    const std::vector<Tensor> both =
+        run_op({.op = "BiasGeluGrad", .inputs = {dyt, xt, b}, .num_outputs = 2, .domain = "ai.otter"});
+    const Tensor dx_half_ref = rounded(dx, t);
     ASSERT_EQ(y.dtype(), t);
     ASSERT_EQ(dx.dtype(), DataType::kFloat32);
+    ASSERT_EQ(both.at(1).dtype(), t);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      ASSERT_EQ(both[0].get_as_double(i), dx.get_as_double(i)) << i;
+      ASSERT_EQ(both[1].get_as_double(i), dx_half_ref.get_as_double(i)) << i;
+    }
     int64_t y_differ = 0, dx_differ = 0, y_nonzero = 0;
     for (int64_t i = 0; i < x.numel(); ++i) {
       y_differ += y.get_as_double(i) != y_ref.get_as_double(i);
@@ -291,6 +301,21 @@ TEST(GradKernels, BiasGeluOnAHalfXWithAFloat32BiasIsTheCastFloat32Op) {
     EXPECT_EQ(y_differ, 0) << dtype_name(t);
     EXPECT_EQ(dx_differ, 0) << dtype_name(t);
     EXPECT_GT(y_nonzero, x.numel() / 2);
+  }
+  // BiasAdd: Add(b, Cast(x, f32)), and that sum cast back to x's type, bit for bit.
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    const Tensor xt = rounded(x, t), xw = widened(xt, DataType::kFloat32);
+    const Tensor sum = run_op({.op = "Add", .inputs = {b, xw}})[0];
+    const Tensor to_f32 =
+        run_op({.op = "BiasAdd", .inputs = {xt, b}, .attrs = {{"to", Attribute(int64_t{1})}}, .domain = "ai.otter"})[0];
+    const Tensor to_half = run_op({.op = "BiasAdd", .inputs = {xt, b}, .domain = "ai.otter"})[0];
+    const Tensor half_ref = rounded(sum, t);
+    ASSERT_EQ(to_f32.dtype(), DataType::kFloat32);
+    ASSERT_EQ(to_half.dtype(), t);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      differ += to_f32.get_as_double(i) != sum.get_as_double(i) || to_half.get_as_double(i) != half_ref.get_as_double(i);
+    EXPECT_EQ(differ, 0) << "BiasAdd in " << dtype_name(t);
   }
   // float64 X takes no float32 bias.
   EXPECT_THROW(run_op({.op = "BiasGelu", .inputs = {widened(x, DataType::kFloat64), b}, .domain = "ai.otter"}), Error);

@@ -581,5 +581,11 @@ TEST(GradCheck, BiasGeluBiasOnly) {  // X a constant: only the bias takes a grad
                    .fixed = {{0, f64({2, 4}, {-2.5, -1, -0.5, 0, 0.3, 0.8, 1.7, 2.9})}}, .init = in_range(-1, 1)});
 }
 
+// ai.otter.BiasAdd (graph/ops/elementwise.cc, made by cast-elimination): dX = dY, dbias = dY summed
+// over the leading axes.
+TEST(GradCheck, BiasAdd) {
+  check_gradients_both({.op = "BiasAdd", .domain = kOtterDomain, .shapes = {{2, 3, 5}, {5}}});
+}
+
 }  // namespace
 }  // namespace otter::testing
