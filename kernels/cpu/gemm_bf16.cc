@@ -96,17 +96,44 @@ void zero_tail(u32* o, int64_t kp, int64_t ld, int64_t from) {
     for (int64_t p = 0; p < kp; ++p) std::fill(o + p * ld + from, o + (p + 1) * ld, 0u);
 }
 
+// The strips of a transposed A block: op(A)[i, kk] = a[kk * lda + i], so two rows of a interleave
+// into each strip's words. One k pair at a time for all strips: the pair of rows is read from
+// memory once and stays in L1 while the strips take their 12 columns (strip by strip, the block's
+// 96-column rows were fetched once per strip).
+__attribute__((target(OTTER_TARGET_BF16))) void pack_a_transposed(const u16* a, int64_t lda, int64_t rows,
+                                                                  int64_t kc, u32* out) {
+  alignas(64) static const uint16_t lo_idx[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                                  8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i ilo = _mm512_load_si512(lo_idx);
+  const int64_t kp = (kc + 1) / 2, strips = (rows + kMR - 1) / kMR;
+  for (int64_t p = 0; p < kp; ++p) {
+    const u16* r0 = a + 2 * p * lda;
+    const bool two = 2 * p + 1 < kc;
+    for (int64_t s = 0; s < strips; ++s) {
+      const int64_t rn = std::min<int64_t>(kMR, rows - s * kMR);
+      const __mmask32 lm = static_cast<__mmask32>((uint64_t{1} << rn) - 1);
+      const __m512i x0 = _mm512_maskz_loadu_epi16(lm, r0 + s * kMR);
+      const __m512i x1 = two ? _mm512_maskz_loadu_epi16(lm, r0 + lda + s * kMR) : _mm512_setzero_si512();
+      // All 12 words, zero past rn (the masked loads zeroed those columns).
+      _mm512_mask_storeu_epi32(out + (s * kp + p) * kMR, __mmask16((1u << kMR) - 1),
+                               _mm512_permutex2var_epi16(x0, ilo, x1));
+    }
+  }
+}
+
 // op(A)[i0 + r, p0 + kk] for the rows of one block, packed strip by strip: strip s holds rows
 // [s*MR, s*MR + MR) as [kp][MR] words (bf16_block_gemm.h's pair words); rows past `rows` are zero.
 void pack_a(const u16* a, int64_t lda, bool ta, int64_t i0, int64_t rows, int64_t p0, int64_t kc, u32* out) {
+  if (ta) {
+    pack_a_transposed(a + p0 * lda + i0, lda, rows, kc, out);
+    return;
+  }
   const int64_t kp = (kc + 1) / 2;
   for (int64_t s = 0; s < rows; s += kMR) {
     u32* o = out + (s / kMR) * kp * kMR;
     const int64_t rn = std::min<int64_t>(kMR, rows - s);
-    if (!ta)  // a row's k pairs are consecutive words
-      bf16blk::pairs_across_transposed(a + (i0 + s) * lda + p0, lda, rn, kc, o, kMR);
-    else  // op(A)[i, kk] = a[kk * lda + i]: two rows of a interleave into the strip's words
-      bf16blk::pairs_down(a + p0 * lda + i0 + s, lda, kc, rn, o, kMR);
+    // a row's k pairs are consecutive words
+    bf16blk::pairs_across_transposed(a + (i0 + s) * lda + p0, lda, rn, kc, o, kMR);
     zero_tail(o, kp, kMR, rn);
   }
 }
