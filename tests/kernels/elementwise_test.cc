@@ -545,6 +545,26 @@ TEST(ShapeTest, Transpose) {
   Tensor big = run("Transpose", {i64({R, C}, w)});
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < C; ++j) ASSERT_EQ(big.data<int64_t>()[j * R + i], w[i * C + j]);
+  // 2-byte elements take 8 x 8 blocks (kernels/cpu/movement.cc): ragged 2-D tiles, and the
+  // batched perm [0, 2, 3, 1] of attention's K, each against naive indexing.
+  std::vector<double> hv(R * C);
+  for (int i = 0; i < R * C; ++i) hv[i] = (i * 7) % 256 - 128;  // exact in fp16 and bf16
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    Tensor bh = run("Transpose", {make(t, {R, C}, hv)});
+    const std::vector<double> got = as_doubles(bh);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < C; ++j) ASSERT_EQ(got[j * R + i], hv[i * C + j]) << dtype_name(t);
+  }
+  const int64_t B4 = 3, S4 = 37, H4 = 2, D4 = 41;
+  std::vector<double> kv(B4 * S4 * H4 * D4);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<double>((i * 13) % 255) - 127;
+  const std::vector<double> kt = as_doubles(
+      run("Transpose", {make(DataType::kBFloat16, {B4, S4, H4, D4}, kv)}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}}));
+  for (int64_t b = 0; b < B4; ++b)
+    for (int64_t s = 0; s < S4; ++s)
+      for (int64_t h = 0; h < H4; ++h)
+        for (int64_t d = 0; d < D4; ++d)
+          ASSERT_EQ(kt[((b * H4 + h) * D4 + d) * S4 + s], kv[((b * S4 + s) * H4 + h) * D4 + d]);
   Tensor h = run("Transpose", {make(DataType::kFloat16, {2, 1, 3}, {1, 2, 3, 4, 5, 6})}, {{"perm", std::vector<int64_t>{2, 1, 0}}});
   EXPECT_EQ(h.dims(), (std::vector<int64_t>{3, 1, 2}));
   EXPECT_EQ(as_doubles(h), (std::vector<double>{1, 4, 2, 5, 3, 6}));
