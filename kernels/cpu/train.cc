@@ -286,8 +286,14 @@ void run_update(int64_t count, const Tensor& g, const Tensor& half, const float*
       S* h = static_cast<S*>(ht.raw());
       cpu::parallel_ranges(count, [&](int64_t b, int64_t e) {
         cpu::isa_dispatch([&] {
-          range(b, e, gp);
-          for (int64_t i = b; i < e; ++i) h[i] = cpu::store<S>(p[i]);
+          // A chunk at a time, so the new weights are rounded while still in L1 (a whole range
+          // rounded after its update read them from memory a second time).
+          constexpr int64_t kChunk = 2048;
+          for (int64_t c = b; c < e; c += kChunk) {
+            const int64_t ce = std::min(e, c + kChunk);
+            range(c, ce, gp);
+            for (int64_t i = c; i < ce; ++i) h[i] = cpu::store<S>(p[i]);
+          }
         });
       });
     });
