@@ -153,10 +153,9 @@ bool add_half_dx(Graph& g, Node* n) {
   both->set_program(n->program());
   both->set_name(n->name());
   infer_node(*both);
-  for (Node* c : casts) {
-    g.replace_all_uses(c->output(0), both->output(1));
-    g.remove_node(c);
-  }
+  // The Casts are left without readers (eliminate_casts removes them): removing them here would
+  // free nodes that fuse_casts' node list still holds.
+  for (Node* c : casts) g.replace_all_uses(c->output(0), both->output(1));
   g.replace_all_uses(dx, both->output(0));
   g.remove_node(n);
   g.rename_value(both->output(0), name);
@@ -199,6 +198,28 @@ bool fuse_bias_add(Graph& g, Node* add) {
   g.remove_node(add);
   g.rename_value(fused->output(0), name);
   fused->output(0)->set_shape(shape);
+  return true;
+}
+
+// ReduceSum(Cast(x, f32), axes) of a half x -> ai.otter.ReduceSumF32(x, axes): the sums of the
+// widened values, in one pass over x.
+bool fuse_reduce_sum(Graph& g, Node* n) {
+  Value* x = widened_half(n->input(0));
+  Value* out = n->output(0);
+  if (!x || n->has_attr("noop_with_empty_axes") || n->opset() < 13 || is_pinned_value(g, out)) return false;
+  const std::string name = out->name();
+  const Shape shape = out->shape();
+  std::vector<Value*> ins = n->inputs();
+  ins[0] = x;
+  Node* sum = g.add_node("ReduceSumF32", ins, {g.unique_name(name + ".fused")}, kOtterDomain, n);
+  sum->set_program(n->program());
+  sum->set_name(n->name());
+  if (n->has_attr("keepdims")) sum->set_attr("keepdims", *n->find_attr("keepdims"));
+  infer_node(*sum);
+  g.replace_all_uses(out, sum->output(0));
+  g.remove_node(n);
+  g.rename_value(sum->output(0), name);
+  sum->output(0)->set_shape(shape);
   return true;
 }
 
@@ -251,11 +272,19 @@ int64_t move_casts(Graph& g) {
 
 int64_t fuse_casts(Graph& g) {
   int64_t fused = 0;
+  // Each rewrite removes at most the node it was given (after which the loop moves on), so the
+  // list's other nodes stay valid.
   for (Node* n : g.node_list()) {
-    if (is_otter(n, "BiasGelu") && fuse_bias_gelu(g, n)) ++fused;
-    if (is_otter(n, "BiasGeluGrad") && fuse_bias_gelu_grad(n)) ++fused;
-    if (is_otter(n, "BiasGeluGrad") && add_half_dx(g, n)) ++fused;
-    if (is_op(n, "Add") && fuse_bias_add(g, n)) ++fused;
+    if (is_otter(n, "BiasGelu")) {
+      fused += fuse_bias_gelu(g, n);
+    } else if (is_otter(n, "BiasGeluGrad")) {
+      fused += fuse_bias_gelu_grad(n);
+      fused += add_half_dx(g, n);
+    } else if (is_op(n, "Add")) {
+      fused += fuse_bias_add(g, n);
+    } else if (is_op(n, "ReduceSum")) {
+      fused += fuse_reduce_sum(g, n);
+    }
   }
   return fused;
 }

@@ -34,6 +34,7 @@ int64_t move_casts(Graph& g);
 //   Add(b, Cast(x, f32))                   -> BiasAdd(x, b) {to=f32}, or BiasAdd(x, b): half where
 //                                             every reader casts the sum back (b 1-D along x's
 //                                             last axis, the sum of x's shape)
+//   ReduceSum(Cast(x, f32), axes)          -> ReduceSumF32(x, axes)   (a bias gradient's sum)
 // The kernels widen x and dy exactly, compute in float32 as before, and round once.
 // Returns how many nodes changed.
 int64_t fuse_casts(Graph& g);

@@ -243,6 +243,17 @@ void add(OpTable& t, const char* op, int since, int until, bool axes_input, Type
 void register_reduce_ops(OpTable& t) {
   using P = PrecisionClass;
   constexpr int kMax = kMaxOnnxOpset;
+  // ai.otter.ReduceSumF32(X, axes?) {keepdims}: ReduceSum(Cast(X, float32), axes) in one pass, X
+  // float16, bfloat16 or float32 (cast-elimination makes it from a float32 bias gradient's sum of a
+  // widened half value; passes/cast_elimination.h). The sums are those of ReduceSum on the widened
+  // values, so the result has the same bits.
+  infer::add_otter_op(
+      t, "ReduceSumF32",
+      [](InferContext& ctx) {
+        reduce(true, Types::kFloat)(ctx);
+        ctx.set_output(0, DataType::kFloat32, ctx.node().output(0)->shape());
+      },
+      P::kFp32, "ReduceSumF32(X, axes?) {keepdims} -> Y: ReduceSum(Cast(X, float32), axes) in one pass");
   add(t, "ReduceSum", 13, kMax, true, Types::kNumeric, P::kFp32, grad_reduce_sum,
       "sum over input 'axes' (all when empty)");
   // The others: 13 (axes attribute), 18 (axes input); ReduceMax and ReduceMin 20 also take bool

@@ -1,5 +1,5 @@
 // CPU reduction kernels (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2,
-// ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp).
+// ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp, and ai.otter.ReduceSumF32).
 //
 // The input's dims are collapsed into alternating kept / reduced blocks; each reduced block is
 // removed by one pass over a contiguous [outer, R, inner] view (innermost block first), so the hot
@@ -128,7 +128,9 @@ struct Block {
 
 class ReduceKernel : public Kernel {
  public:
-  ReduceKernel(const Node& n, ReduceKind kind, bool axes_input) : kind_(kind), axes_input_(axes_input) {
+  // f32_out: ai.otter.ReduceSumF32, the sum of a half X written as float32.
+  ReduceKernel(const Node& n, ReduceKind kind, bool axes_input, bool f32_out = false)
+      : kind_(kind), axes_input_(axes_input), f32_out_(f32_out) {
     keepdims_ = n.attr_i("keepdims", 1) != 0;
     noop_empty_ = n.attr_i("noop_with_empty_axes", 0) != 0;
     if (!axes_input_) axes_ = n.attr_ints("axes");
@@ -141,7 +143,7 @@ class ReduceKernel : public Kernel {
     const int64_t rank = x.rank();
     std::vector<bool> red(static_cast<size_t>(rank), false);
     if (axes.empty()) {
-      if (noop_empty_) {  // identity
+      if (noop_empty_ && !f32_out_) {  // identity
         Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
         if (x.nbytes() && out.raw() != x.raw()) std::memcpy(out.raw(), x.raw(), x.nbytes());
         return;
@@ -165,7 +167,7 @@ class ReduceKernel : public Kernel {
       if (!is_float(x.dtype()))
         ctx.error(str_cat("input must be a float tensor, got ", x.describe()));
     }
-    Tensor& out = ctx.allocate_output(0, x.dtype(), out_dims);
+    Tensor& out = ctx.allocate_output(0, f32_out_ ? DataType::kFloat32 : x.dtype(), out_dims);
     if (out.numel() == 0) return;
 
     // Collapse into alternating blocks; dims of size 1 change nothing and are dropped.
@@ -271,19 +273,26 @@ class ReduceKernel : public Kernel {
         blocks.erase(blocks.begin() + j);
       }
     }
-    S* y = out.data<S>();
-    const int64_t n = out.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      A v = cur[static_cast<size_t>(i)];
-      if constexpr (K == ReduceKind::kMean) v = v / static_cast<A>(count);
-      if constexpr (K == ReduceKind::kL2) v = std::sqrt(v);
-      if constexpr (K == ReduceKind::kLogSum) v = static_cast<A>(std::log(v));
-      y[i] = store<S>(static_cast<compute_t<S>>(v));
+    auto write = [&](auto* y) {
+      using O = std::remove_pointer_t<decltype(y)>;
+      const int64_t n = out.numel();
+      for (int64_t i = 0; i < n; ++i) {
+        A v = cur[static_cast<size_t>(i)];
+        if constexpr (K == ReduceKind::kMean) v = v / static_cast<A>(count);
+        if constexpr (K == ReduceKind::kL2) v = std::sqrt(v);
+        if constexpr (K == ReduceKind::kLogSum) v = static_cast<A>(std::log(v));
+        y[i] = store<O>(static_cast<compute_t<S>>(v));
+      }
+    };
+    // A float32 output of a half input (ReduceSumF32) takes the value a float32 input's would.
+    if constexpr (std::is_same_v<compute_t<S>, float>) {
+      if (out.dtype() == DataType::kFloat32) return write(out.data<float>());
     }
+    write(out.data<S>());
   }
 
   ReduceKind kind_;
-  bool axes_input_;
+  bool axes_input_, f32_out_;
   bool keepdims_ = true, noop_empty_ = false;
   std::vector<int64_t> axes_;
 };
@@ -324,6 +333,14 @@ void register_cpu_reduce_kernels(KernelRegistry& r) {
   add(r, "ReduceL1", ReduceKind::kL1, fl_int, 18);
   add(r, "ReduceLogSum", ReduceKind::kLogSum, fl, 18);
   add(r, "ReduceLogSumExp", ReduceKind::kLogSumExp, fl, 18);
+  KernelDef d;
+  d.domain = kOtterDomain;
+  d.op_type = "ReduceSumF32";
+  d.dtypes = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+  d.create = [](const Node& n) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ReduceKernel>(n, ReduceKind::kSum, true, true);
+  };
+  r.add(std::move(d));
 }
 
 }  // namespace otter

@@ -1,5 +1,5 @@
 // CUDA reduction kernels (ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare, ReduceL2,
-// ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp)
+// ReduceProd, ReduceL1, ReduceLogSum, ReduceLogSumExp, and ai.otter.ReduceSumF32)
 // and the sums over axes that
 // SumToShape, GlobalAveragePool and the gradient kernels use.
 //
@@ -38,12 +38,14 @@ __device__ A prepare(A v) {
   else return v;
 }
 
-template <Reduction K, typename S, typename A>
-__device__ S finish(A acc, int64_t count) {
+// The result in the output type O: S, or float for ReduceSumF32 of a half S (the value a float32
+// input's sum would take).
+template <Reduction K, typename S, typename O, typename A>
+__device__ O finish(A acc, int64_t count) {
   if constexpr (K == Reduction::kMean) acc = acc / static_cast<A>(count);
   if constexpr (K == Reduction::kL2 && std::is_floating_point_v<A>) acc = sqrt(acc);  // floats only (registered)
   if constexpr (K == Reduction::kLogSum && std::is_floating_point_v<A>) acc = log(acc);
-  return store_value<S>(static_cast<compute_type<S>>(acc));
+  return store_value<O>(static_cast<compute_type<S>>(acc));
 }
 
 // The combination of the prepared elements x[base + red(r)] for r = first, first + step, ... < R.
@@ -61,26 +63,26 @@ __device__ A accumulate(const S* x, int64_t base, StridedIndexer<1> red, int64_t
 }
 
 // One thread per output: loops over the R reduced elements.
-template <Reduction K, typename S, typename A>
-__global__ void reduce_thread_kernel(int64_t outputs, int64_t R, const S* x, S* y, StridedIndexer<1> kept,
+template <Reduction K, typename S, typename O, typename A>
+__global__ void reduce_thread_kernel(int64_t outputs, int64_t R, const S* x, O* y, StridedIndexer<1> kept,
                                      StridedIndexer<1> red, A init) {
   OTTER_GRID_STRIDE(o, outputs) {
     int64_t base[1];
     kept.offsets(o, base);
-    y[o] = finish<K, S>(accumulate<K>(x, base[0], red, R, 0, 1, init), R);
+    y[o] = finish<K, S, O>(accumulate<K>(x, base[0], red, R, 0, 1, init), R);
   }
 }
 
 // One block per output: threads stride over the reduced elements, then a block reduction.
-template <Reduction K, typename S, typename A>
-__global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, S* y, StridedIndexer<1> kept,
+template <Reduction K, typename S, typename O, typename A>
+__global__ void reduce_block_kernel(int64_t outputs, int64_t R, const S* x, O* y, StridedIndexer<1> kept,
                                     StridedIndexer<1> red, A init) {
   const Combine<K> comb;
   OTTER_BLOCK_STRIDE(o, outputs) {
     int64_t base[1];
     kept.offsets(o, base);
     const A acc = block_reduce(accumulate<K>(x, base[0], red, R, threadIdx.x, blockDim.x, init), comb, init);
-    if (threadIdx.x == 0) y[o] = finish<K, S>(acc, R);
+    if (threadIdx.x == 0) y[o] = finish<K, S, O>(acc, R);
   }
 }
 
@@ -119,8 +121,8 @@ A reduce_init(Reduction k) {
   return A(0);
 }
 
-// y (allocated, dims = x's kept axes) = reduction of x over the axes flagged in `reduced`.
-template <Reduction K, typename S>
+// y (allocated, dims = x's kept axes, of type O) = reduction of x over the axes flagged in `reduced`.
+template <Reduction K, typename S, typename O = S>
 void launch_reduce(const KernelContext& ctx, const Tensor& x, Tensor& y, const std::vector<bool>& reduced) {
   using A = acc_t<S>;
   const int64_t outputs = y.numel();
@@ -136,14 +138,15 @@ void launch_reduce(const KernelContext& ctx, const Tensor& x, Tensor& y, const s
   const int64_t R = num_elements(rd);
   const A init = reduce_init<A>(K);
   const S* px = static_cast<const S*>(x.raw());
-  S* py = static_cast<S*>(y.raw());
+  O* py = static_cast<O*>(y.raw());
   const bool outputs_coalesce = kept.rank > 0 && kept.strides[0][kept.rank - 1] == 1;
   if constexpr (K == Reduction::kLogSumExp) {
+    static_assert(std::is_same_v<S, O>, "ReduceLogSumExp writes its input's type");
     log_sum_exp_kernel<S><<<blocks_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red);
   } else if (outputs_coalesce && outputs >= 1024) {
-    reduce_thread_kernel<K, S, A><<<grid_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red, init);
+    reduce_thread_kernel<K, S, O, A><<<grid_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red, init);
   } else {
-    reduce_block_kernel<K, S, A><<<blocks_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red, init);
+    reduce_block_kernel<K, S, O, A><<<blocks_for(outputs), kBlock, 0, stream_of(ctx)>>>(outputs, R, px, py, kept, red, init);
   }
   OTTER_CUDA_LAUNCH_CHECK();
 }
@@ -166,10 +169,12 @@ void dispatch_kind(Reduction k, const KernelContext& ctx, const Tensor& x, Tenso
 
 class ReduceKernel : public Kernel {
  public:
-  // Axes come from an input from opset `axes_input_since` on, before from the attribute.
-  ReduceKernel(const Node& n, Reduction kind, int axes_input_since)
+  // Axes come from an input from opset `axes_input_since` on, before from the attribute. f32_out:
+  // ai.otter.ReduceSumF32 (axes an input), the sum of a half X written as float32.
+  ReduceKernel(const Node& n, Reduction kind, int axes_input_since, bool f32_out = false)
       : kind_(kind),
-        axes_input_(n.opset() >= axes_input_since),
+        f32_out_(f32_out),
+        axes_input_(f32_out || n.opset() >= axes_input_since),
         keepdims_(n.attr_i("keepdims", 1) != 0),
         noop_empty_(n.attr_i("noop_with_empty_axes", 0) != 0),
         axes_(axes_input_ ? std::vector<int64_t>{} : n.attr_ints("axes")) {}
@@ -180,7 +185,7 @@ class ReduceKernel : public Kernel {
     if (axes_input_ && ctx.has_input(1)) axes = host_ints(ctx, 1, "axes");
     const int64_t rank = x.rank();
     std::vector<bool> red(static_cast<size_t>(rank), axes.empty());
-    if (axes.empty() && noop_empty_) {
+    if (axes.empty() && noop_empty_ && !f32_out_) {
       Tensor& out = ctx.allocate_output(0, x.dtype(), x.dims());
       device_of(ctx).copy_async(out.raw(), x.raw(), x.nbytes());
       return;
@@ -198,6 +203,16 @@ class ReduceKernel : public Kernel {
                             kind_ == Reduction::kLogSum || kind_ == Reduction::kLogSumExp;
     if (float_only && !is_float(x.dtype()))
       ctx.error(str_cat("input must be a float tensor, got ", x.describe()));
+    if (f32_out_) {
+      if (!is_float(x.dtype()) || x.dtype() == DataType::kFloat64)
+        ctx.error(str_cat("input must be float32, float16 or bfloat16, got ", x.describe()));
+      Tensor& out = ctx.allocate_output(0, DataType::kFloat32, out_dims);
+      dispatch_float(x.dtype(), [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        if constexpr (!std::is_same_v<S, double>) launch_reduce<Reduction::kSum, S, float>(ctx, x, out, red);
+      });
+      return;
+    }
     Tensor& out = ctx.allocate_output(0, x.dtype(), out_dims);
     dispatch_numeric(x.dtype(), [&](auto tag) {
       using S = typename decltype(tag)::type;
@@ -207,6 +222,7 @@ class ReduceKernel : public Kernel {
 
  private:
   Reduction kind_;
+  bool f32_out_;
   bool axes_input_, keepdims_, noop_empty_;
   std::vector<int64_t> axes_;
 };
@@ -218,6 +234,10 @@ KernelFactory reduce(Reduction kind, int axes_input_since) {
 }  // namespace
 
 KernelFactory reduce_kernel(const std::string& op) {
+  if (op == "ReduceSumF32")
+    return [](const Node& n) -> std::unique_ptr<Kernel> {
+      return std::make_unique<ReduceKernel>(n, Reduction::kSum, 13, true);
+    };
   if (op == "ReduceSum") return reduce(Reduction::kSum, 13);
   if (op == "ReduceMean") return reduce(Reduction::kMean, 18);
   if (op == "ReduceMax") return reduce(Reduction::kMax, 18);

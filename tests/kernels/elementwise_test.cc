@@ -349,6 +349,28 @@ TEST(ElementwiseTest, CastRoundingAndTruncation) {
 
 Attrs keep(int k) { return {{"keepdims", static_cast<int64_t>(k)}}; }
 
+// ai.otter.ReduceSumF32 (made by cast-elimination) is ReduceSum of the input widened to float32,
+// bit for bit: the same double sums in the same order, one read of the half input. Sums of
+// many values of both signs, over inner, outer and all axes, long runs split across threads.
+TEST(ReduceTest, SumF32OfAHalfInputIsTheSumOfItsCast) {
+  std::vector<double> v(8 * 37 * 600);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * static_cast<double>(i)) * (1 + i % 13);
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    const Tensor x = make(t, {8, 37, 600}, v);
+    Tensor wide(DataType::kFloat32, x.dims());
+    for (int64_t i = 0; i < x.numel(); ++i) wide.data<float>()[i] = static_cast<float>(x.get_as_double(i));
+    for (const std::vector<int64_t>& axes : std::vector<std::vector<int64_t>>{{0, 1}, {2}, {1}, {}}) {
+      const Tensor ax = i64({static_cast<int64_t>(axes.size())}, axes);
+      OpCall c{"ReduceSumF32", {x, ax}, keep(0), 1, 1, kOtterDomain};
+      const Tensor got = run_op(c)[0];
+      const Tensor want = run("ReduceSum", {wide, ax}, keep(0));
+      ASSERT_EQ(got.dtype(), DataType::kFloat32);
+      ASSERT_EQ(got.dims(), want.dims());
+      EXPECT_TRUE(got.bitwise_equal(want)) << dtype_name(t) << " over " << axes.size() << " axes";
+    }
+  }
+}
+
 TEST(ReduceTest, SumAxesInput) {
   Tensor x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor y = run("ReduceSum", {x, i64s({1})}, keep(0));
