@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "graph/error.h"
 #include "graph/op_table.h"
@@ -140,8 +141,12 @@ void replace(Graph& g, const Match& m) {
 FuseBiasGeluStats fuse_bias_gelu(Graph& g, const FuseBiasGeluOptions& o) {
   FuseBiasGeluStats st;
   if (!o.enabled) return st;
-  for (Node* n : g.node_list()) {
-    if (!is_op(n, "Erf")) continue;
+  // The Erfs first: replace() removes a chain's other nodes, which a walk over the node list would
+  // then read after they were freed. A chain holds one Erf, so no listed Erf goes before its turn.
+  std::vector<Node*> erfs;
+  for (Node* n : g.node_list())
+    if (is_op(n, "Erf")) erfs.push_back(n);
+  for (Node* n : erfs) {
     Match m;
     if (!match_chain(n, m)) continue;
     const bool biased = o.bias && match_bias(m);

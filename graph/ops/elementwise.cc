@@ -454,13 +454,16 @@ void grad_bias_gelu(GradContext& c) {
 //   the Linear bias of a mixed-precision GEMM without the Casts around it.
 void infer_bias_add(InferContext& ctx) {
   infer::check_arity(ctx, 2, 2);
+  if (!ctx.has_input(1)) ctx.error("input 1 (bias) is required");
   check_bias_gelu_inputs(ctx, 0);
   const DataType xt = ctx.in_dtype(0);
   DataType to = xt;
   if (ctx.node().has_attr("to")) {
     to = dtype_from_onnx(static_cast<int>(ctx.node().attr_i("to", 0)));
-    if (to != xt && to != DataType::kFloat32)
-      ctx.error(str_cat("to must be X's type or float32, got ", dtype_name(to)));
+    const bool half_x = xt == DataType::kFloat16 || xt == DataType::kBFloat16;
+    if (to != xt && !(half_x && to == DataType::kFloat32))
+      ctx.error(str_cat("to must be X's type, or float32 for a half X; got ", dtype_name(to), " for X ",
+                        dtype_name(xt)));
   }
   ctx.set_output(0, to, ctx.in_shape(0));
 }

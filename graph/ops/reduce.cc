@@ -251,6 +251,9 @@ void register_reduce_ops(OpTable& t) {
       t, "ReduceSumF32",
       [](InferContext& ctx) {
         reduce(true, Types::kFloat)(ctx);
+        const DataType t = ctx.in_dtype(0);
+        if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+          ctx.error(str_cat("input 0 must be float32, float16 or bfloat16, got ", dtype_name(t)));
         ctx.set_output(0, DataType::kFloat32, ctx.node().output(0)->shape());
       },
       P::kFp32, "ReduceSumF32(X, axes?) {keepdims} -> Y: ReduceSum(Cast(X, float32), axes) in one pass");

@@ -317,6 +317,14 @@ TEST(GradKernels, BiasGeluAndBiasAddOnAHalfXWithAFloat32BiasAreTheCastFloat32Ops
       differ += to_f32.get_as_double(i) != sum.get_as_double(i) || to_half.get_as_double(i) != half_ref.get_as_double(i);
     EXPECT_EQ(differ, 0) << "BiasAdd in " << dtype_name(t);
   }
+  // The type rules refuse what the kernels do not compute: float32 output of a float64 X, BiasAdd
+  // without its bias, ReduceSumF32 of float64.
+  const Tensor x64 = widened(x, DataType::kFloat64), b64 = widened(b, DataType::kFloat64);
+  EXPECT_THROW(run_op({.op = "BiasAdd", .inputs = {x64, b64}, .attrs = {{"to", Attribute(int64_t{1})}},
+                       .domain = "ai.otter", .infer = true}),
+               Error);
+  EXPECT_THROW(run_op({.op = "BiasAdd", .inputs = {x, Tensor()}, .domain = "ai.otter", .infer = true}), Error);
+  EXPECT_THROW(run_op({.op = "ReduceSumF32", .inputs = {x64}, .domain = "ai.otter", .infer = true}), Error);
   // float64 X takes no float32 bias.
   EXPECT_THROW(run_op({.op = "BiasGelu", .inputs = {widened(x, DataType::kFloat64), b}, .domain = "ai.otter"}), Error);
 }
