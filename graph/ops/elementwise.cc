@@ -448,10 +448,9 @@ void grad_bias_gelu(GradContext& c) {
 }
 
 // ---- ai.otter.BiasAdd (cast-elimination makes it, passes/cast_elimination.h) -------------------
-//   BiasAdd(X, bias) {to?} -> Y = X + bias, bias 1-D along X's last axis, summed in the wider of
-//   the two types and rounded once to `to` (default X's type; X's type or float32). With a half X
-//   and a float32 bias it is Add(bias, Cast(X, f32)), and with to = X's type that sum cast back:
-//   the Linear bias of a mixed-precision GEMM without the Casts around it.
+//   BiasAdd(X, bias) {to?} -> Y = X + bias (bias 1-D along X's last axis), summed in the wider type,
+//   rounded once to `to` (X's type, or float32 for a half X): Add(bias, Cast(X, f32)), or that sum
+//   cast back; a mixed-precision GEMM's Linear bias without the Casts around it.
 void infer_bias_add(InferContext& ctx) {
   infer::check_arity(ctx, 2, 2);
   if (!ctx.has_input(1)) ctx.error("input 1 (bias) is required");

@@ -190,9 +190,9 @@ std::vector<Case> reduce_cases() {
   attr_axes.opset = 13;
   cs.push_back(attr_axes);
   // ai.otter.ReduceSumF32: a half input's sum written as float32 (cast-elimination).
-  for (Case c : {train_op("ReduceSumF32_outer", "ReduceSumF32", {T({4, 6, 5}), ints({0, 1})}, {F16, BF16},
+  for (Case c : {train_op("ReduceSumF32_outer", "ReduceSumF32", {T({4, 6, 5}), ints({0, 1})}, {F32, F16, BF16},
                           {{"keepdims", int64_t{0}}}),
-                 train_op("ReduceSumF32_all", "ReduceSumF32", {T({3, 1000}), ints({0, 1})}, {F16, BF16})})
+                 train_op("ReduceSumF32_all", "ReduceSumF32", {T({3, 1000}), ints({0, 1})}, {F32, F16, BF16})})
     cs.push_back(c);
   Case noop = mk("ReduceSum_noop_empty_axes", "ReduceSum", {T({3, 4}), ints({})}, kFI, {{"noop_with_empty_axes", int64_t{1}}});
   noop.opset = 18;
