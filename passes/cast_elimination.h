@@ -11,7 +11,7 @@
 //     meets a narrowing one leaves a round trip the next step drops (cast_motion.h);
 //   - a float32 ai.otter.BiasGelu between a widening Cast of a half X and Casts of its output back
 //     to that type reads and writes the half type, its bias float32; BiasGeluGrad reads half dY
-//     and X and writes float32 dX; a bias Add of a widened half X becomes ai.otter.BiasAdd, which
+//     and X and writes float32 dX (its bias gradient sums it); a bias Add of a widened half X becomes ai.otter.BiasAdd, which
 //     writes float32, or the half type where every reader casts the sum back; a ReduceSum of a
 //     widened half value becomes ai.otter.ReduceSumF32, which reads the half value (counter
 //     casts_fused); the math stays float32;

@@ -134,34 +134,6 @@ bool fuse_bias_gelu_grad(Node* n) {
   return true;
 }
 
-// BiasGeluGrad(dy, x, b): f32 of half dy and x whose dX some readers cast to x's type: the node
-// writes that rounded dX as its output 1 and those Casts go.
-bool add_half_dx(Graph& g, Node* n) {
-  Value* dx = n->output(0);
-  if (n->num_outputs() != 1 || n->num_inputs() != 3 || dx->dtype() != DataType::kFloat32 || is_pinned_value(g, dx))
-    return false;
-  const DataType half = n->input(1)->dtype();
-  if (!is_half(half) || n->input(0)->dtype() != half) return false;
-  std::vector<Node*> casts;
-  for (const auto& [u, slot] : dx->uses())
-    if (is_cast(u) && dtype_from_onnx(static_cast<int>(u->attr_i("to", 0))) == half && !is_pinned_value(g, u->output(0)))
-      casts.push_back(u);
-  if (casts.empty()) return false;
-  const std::string name = dx->name();
-  Node* both = g.add_node(n->op_type(), n->inputs(), {g.unique_name(name + ".both"), g.unique_name(suffixed(name, half))},
-                          n->domain(), n);
-  both->set_program(n->program());
-  both->set_name(n->name());
-  infer_node(*both);
-  // The Casts are left without readers (eliminate_casts removes them): removing them here would
-  // free nodes that fuse_casts' node list still holds.
-  for (Node* c : casts) g.replace_all_uses(c->output(0), both->output(1));
-  g.replace_all_uses(dx, both->output(0));
-  g.remove_node(n);
-  g.rename_value(both->output(0), name);
-  return true;
-}
-
 // The 1-D float32 bias and the half x of Add(bias, Cast(x, f32)) (either order), the bias along
 // x's last axis and the sum of x's shape; {nullptr, nullptr} otherwise.
 std::pair<Value*, Value*> bias_and_half(const Node* add) {
@@ -279,7 +251,6 @@ int64_t fuse_casts(Graph& g) {
       fused += fuse_bias_gelu(g, n);
     } else if (is_otter(n, "BiasGeluGrad")) {
       fused += fuse_bias_gelu_grad(n);
-      fused += add_half_dx(g, n);
     } else if (is_op(n, "Add")) {
       fused += fuse_bias_add(g, n);
     } else if (is_op(n, "ReduceSum")) {

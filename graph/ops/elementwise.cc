@@ -393,8 +393,7 @@ void infer_dropout_grad(InferContext& ctx) {
 // The bias has X's type, or float32 where X is float16/bfloat16: cast-elimination makes that mix
 // from Casts around a float32 BiasGelu (passes/cast_elimination.h); the sum X + bias and the GELU
 // are then float32, as they were, and Y is rounded to X's type. dX has the bias's type (float32
-// in the mix), since the bias gradient is its sum; without a bias, dY's. In the mix, an optional
-// second output holds dX rounded to X's type, for the GEMM that reads it (no Cast of dX).
+// in the mix), since the bias gradient is its sum; without a bias, dY's.
 // Inputs x and x + 1 (bias, optional) of a BiasGelu or BiasGeluGrad.
 void check_bias_gelu_inputs(InferContext& ctx, int x) {
   infer::check_type(ctx, x, Types::kFloat);
@@ -417,19 +416,14 @@ void infer_bias_gelu(InferContext& ctx) {
 }
 
 void infer_bias_gelu_grad(InferContext& ctx) {
-  infer::check_arity(ctx, 2, 3, 1, 2);
+  infer::check_arity(ctx, 2, 3);
   infer::check_float(ctx, 0);
   infer::check_same_type(ctx, 0, 1);
   check_bias_gelu_inputs(ctx, 1);
   const Shape &dy = ctx.in_shape(0), &x = ctx.in_shape(1);
   if (dy.rank_known && x.rank_known && dy.is_static() && x.is_static() && !(dy == x))
     ctx.error("input 0 (dY) has shape " + dy.to_string() + ", X " + x.to_string());
-  const DataType dx = ctx.in_dtype(ctx.has_input(2) ? 2 : 0);
-  ctx.set_output(0, dx, x);
-  if (!ctx.has_output(1)) return;
-  // dX rounded to X's half type as well, for the bias's float32 dX (cast-elimination).
-  if (dx == ctx.in_dtype(1)) ctx.error("output 1 (dX in X's type) needs a float32 bias on a half X");
-  ctx.set_output(1, ctx.in_dtype(1), x);
+  ctx.set_output(0, ctx.in_dtype(ctx.has_input(2) ? 2 : 0), x);
 }
 
 // One BiasGeluGrad gives the pre-activation's gradient dX; the bias gradient sums it over the
@@ -488,8 +482,7 @@ void register_bias_gelu_ops(OpTable& t) {
   d.summary = "BiasGelu(X, bias?) -> Y: Gelu(X + bias), exact erf form, bias broadcast over X's last axis";
   t.add(d);
   infer::add_otter_op(t, "BiasGeluGrad", infer_bias_gelu_grad, P::kFollow,
-                      "BiasGeluGrad(dY, X, bias?) -> dX, dX_half?: dY * Gelu'(X + bias), the pre-activation "
-                      "recomputed; dX_half, with a float32 bias on a half X, is dX rounded to X's type");
+                      "BiasGeluGrad(dY, X, bias?) -> dX: dY * Gelu'(X + bias), the pre-activation recomputed");
   t.mutable_find(kOtterDomain, "BiasGeluGrad", 1)->inplace = true;
   OpDef a;
   a.domain = kOtterDomain;

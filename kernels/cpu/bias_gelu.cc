@@ -79,9 +79,8 @@ class BiasGeluKernel : public Kernel {
   }
 };
 
-// dX = dY * Gelu'(X + bias), stored as the bias's type (dY's without a bias), and with output 1
-// also rounded to X's type (as a Cast of dX would); the bias gradient is a ReduceSum of dX the
-// rule emits.
+// dX = dY * Gelu'(X + bias), stored as the bias's type (dY's without a bias); the bias gradient is
+// a ReduceSum of dX the rule emits.
 class BiasGeluGradKernel : public Kernel {
  public:
   void run(KernelContext& ctx) override {
@@ -89,9 +88,6 @@ class BiasGeluGradKernel : public Kernel {
     check_like(ctx, 1, dy, "X");
     const int64_t cols = check_bias_gelu_bias(ctx, 1);
     Tensor& dx = ctx.allocate_output(0, cols ? ctx.input(2).dtype() : dy.dtype(), dy.dims());
-    // Output 1 (optional, float32 bias on a half X): dX rounded to X's type as well.
-    Tensor* half = ctx.has_output(1) ? &ctx.allocate_output(1, dy.dtype(), dy.dims()) : nullptr;
-    if (half && dx.dtype() == dy.dtype()) ctx.error("output 1 (dX in X's type) needs a float32 bias on a half X");
     visit_x_and_bias(ctx, 1, cols, [&](auto xtag, auto btag) {
       using S = typename decltype(xtag)::type;
       using B = typename decltype(btag)::type;
@@ -99,15 +95,7 @@ class BiasGeluGradKernel : public Kernel {
       const S* pg = dy.data<S>();
       const S* px = ctx.input(1).data<S>();
       const B* pb = cols ? ctx.input(2).data<B>() : nullptr;
-      if (pb && half) {
-        B* po = dx.data<B>();
-        S* ph = half->data<S>();
-        bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
-          const C v = BiasGeluGradOp{}(load(pg[j]), load(px[j]), C(load(pb[c])));
-          po[j] = store<B>(v);
-          ph[j] = store<S>(C(load(po[j])));
-        });
-      } else if (pb) {
+      if (pb) {
         B* po = dx.data<B>();
         bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
           po[j] = store<B>(BiasGeluGradOp{}(load(pg[j]), load(px[j]), C(load(pb[c]))));

@@ -19,15 +19,12 @@ __global__ void bias_gelu_kernel(int64_t n, const S* x, const B* b, int64_t cols
     y[i] = store_value<S>(BiasGeluOp{}(load_value(x[i]), b ? C(load_value(b[i % cols])) : C(0)));
   }
 }
-// half (optional): dX rounded to S as well, as a Cast of the B-typed dX would.
 template <typename S, typename B>
-__global__ void bias_gelu_grad_kernel(int64_t n, const S* dy, const S* x, const B* b, int64_t cols, B* dx, S* half) {
+__global__ void bias_gelu_grad_kernel(int64_t n, const S* dy, const S* x, const B* b, int64_t cols, B* dx) {
   using C = compute_type<S>;
   OTTER_GRID_STRIDE(i, n) {
-    const B v = store_value<B>(
+    dx[i] = store_value<B>(
         BiasGeluGradOp{}(load_value(dy[i]), load_value(x[i]), b ? C(load_value(b[i % cols])) : C(0)));
-    dx[i] = v;
-    if (half) half[i] = store_value<S>(C(load_value(v)));
   }
 }
 
@@ -94,8 +91,6 @@ class BiasGeluKernel : public Kernel {
     const bool float_bias = cols && ctx.input(xi + 1).dtype() != x.dtype();
     const DataType out_type = grad_ && cols ? ctx.input(xi + 1).dtype() : x.dtype();
     Tensor& out = ctx.allocate_output(0, out_type, x.dims());
-    half_ = grad_ && ctx.has_output(1) ? &ctx.allocate_output(1, x.dtype(), x.dims()) : nullptr;
-    if (half_ && !float_bias) ctx.error("output 1 (dX in X's type) needs a float32 bias on a half X");
     const int64_t n = x.numel();
     if (n == 0) return;
     dispatch_float(x.dtype(), [&](auto tag) {
@@ -115,19 +110,17 @@ class BiasGeluKernel : public Kernel {
     const S* px = static_cast<const S*>(x.raw());
     if (grad_ && cols)
       bias_gelu_grad_kernel<S, B><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
-          n, static_cast<const S*>(ctx.input(0).raw()), px, b, cols, static_cast<B*>(out.raw()),
-          half_ ? static_cast<S*>(half_->raw()) : nullptr);
+          n, static_cast<const S*>(ctx.input(0).raw()), px, b, cols, static_cast<B*>(out.raw()));
     else if (grad_)
       bias_gelu_grad_kernel<S, S><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
           n, static_cast<const S*>(ctx.input(0).raw()), px, static_cast<const S*>(nullptr), 0,
-          static_cast<S*>(out.raw()), static_cast<S*>(nullptr));
+          static_cast<S*>(out.raw()));
     else
       bias_gelu_kernel<S, B><<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(n, px, b, cols, static_cast<S*>(out.raw()));
     OTTER_CUDA_LAUNCH_CHECK();
   }
 
   bool grad_;
-  Tensor* half_ = nullptr;  // BiasGeluGrad's optional output 1 in this run
 };
 
 }  // namespace

@@ -281,17 +281,8 @@ TEST(GradKernels, BiasGeluAndBiasAddOnAHalfXWithAFloat32BiasAreTheCastFloat32Ops
     const Tensor dx = run_op({.op = "BiasGeluGrad", .inputs = {dyt, xt, b}, .domain = "ai.otter"})[0];
     const Tensor y_ref = rounded(run_op({.op = "BiasGelu", .inputs = {xw, b}, .domain = "ai.otter"})[0], t);
     const Tensor dx_ref = run_op({.op = "BiasGeluGrad", .inputs = {dyw, xw, b}, .domain = "ai.otter"})[0];
-    // Output 1: dX rounded to X's type, as a Cast of output 0 would.
-    const std::vector<Tensor> both =
-        run_op({.op = "BiasGeluGrad", .inputs = {dyt, xt, b}, .num_outputs = 2, .domain = "ai.otter"});
-    const Tensor dx_half_ref = rounded(dx, t);
     ASSERT_EQ(y.dtype(), t);
     ASSERT_EQ(dx.dtype(), DataType::kFloat32);
-    ASSERT_EQ(both.at(1).dtype(), t);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      ASSERT_EQ(both[0].get_as_double(i), dx.get_as_double(i)) << i;
-      ASSERT_EQ(both[1].get_as_double(i), dx_half_ref.get_as_double(i)) << i;
-    }
     int64_t y_differ = 0, dx_differ = 0, y_nonzero = 0;
     for (int64_t i = 0; i < x.numel(); ++i) {
       y_differ += y.get_as_double(i) != y_ref.get_as_double(i);
