@@ -2,6 +2,8 @@
 // agreeing dtypes and dims, Clip's scalar bounds, Where's and ClipGrad's inputs, and the accumulator of AccumulateGrad.
 #pragma once
 
+#include <utility>
+
 #include "graph/error.h"
 #include "kernels/kernel.h"
 
@@ -40,6 +42,20 @@ inline int64_t check_bias_gelu_bias(const KernelContext& ctx, int x) {
     ctx.error(str_cat("bias ", b.describe(), " must be 1-D of X's last-axis length and X's dtype (or float32 for a ",
                       "half X), X ", xt.describe()));
   return b.dims()[0];
+}
+
+// ai.otter.BiasAdd(X, bias) {to?}: the bias (required; as BiasGelu's) and the output type, `to`
+// (kUndefined when the attribute is absent: X's type) checked to be X's type or float32 for a half
+// X. Returns the bias length and the output type.
+inline std::pair<int64_t, DataType> check_bias_add(const KernelContext& ctx, DataType to_attr) {
+  const Tensor& x = ctx.input(0);
+  const int64_t cols = check_bias_gelu_bias(ctx, 0);
+  if (!cols) ctx.error("needs a bias");
+  const DataType to = to_attr == DataType::kUndefined ? x.dtype() : to_attr;
+  const bool half_x = x.dtype() == DataType::kFloat16 || x.dtype() == DataType::kBFloat16;
+  if (to != x.dtype() && !(half_x && to == DataType::kFloat32))
+    ctx.error(str_cat("to must be X's type, or float32 for a half X; got ", dtype_name(to), " for ", x.describe()));
+  return {cols, to};
 }
 
 // Clip's optional inputs 1 (min) and 2 (max): scalars of input 0's dtype.

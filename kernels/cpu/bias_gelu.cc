@@ -118,12 +118,7 @@ class BiasAddKernel : public Kernel {
       : to_(n.has_attr("to") ? dtype_from_onnx(static_cast<int>(n.attr_i("to", 0))) : DataType::kUndefined) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    const int64_t cols = check_bias_gelu_bias(ctx, 0);
-    if (!cols) ctx.error("needs a bias");
-    const DataType to = to_ == DataType::kUndefined ? x.dtype() : to_;
-    const bool half_x = x.dtype() == DataType::kFloat16 || x.dtype() == DataType::kBFloat16;
-    if (to != x.dtype() && !(half_x && to == DataType::kFloat32))
-      ctx.error(str_cat("to must be X's type, or float32 for a half X; got ", dtype_name(to), " for ", x.describe()));
+    const auto [cols, to] = check_bias_add(ctx, to_);
     Tensor& y = ctx.allocate_output(0, to, x.dims());
     visit_x_and_bias(ctx, 0, cols, [&](auto xtag, auto btag) {
       using S = typename decltype(xtag)::type;
