@@ -109,7 +109,7 @@ CastEliminationStats eliminate_casts(Graph& g) {
 
 std::string CastEliminationPass::summary() const {
   return "drop Casts to the same type and exact round trips (f16->f32->f16), merge duplicate Casts, move Casts "
-         "so Reshape/Transpose run on the narrower type, take Casts into BiasGelu and bias Adds; exact";
+         "so Reshape/Transpose run on the narrower type, take Casts into BiasGelu, bias Adds and bias sums; exact";
 }
 
 void CastEliminationPass::run(Graph& g, PassContext&) {

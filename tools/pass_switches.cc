@@ -31,7 +31,7 @@ const std::vector<PassSwitch>& pass_switches() {
        [](TrainingPipelineOptions& p) -> bool& { return p.fold_transpose.enabled; }},
       {"cast-elimination",
        "on|off (default on): with fp16/bf16, merge Casts, move them so Reshape/Transpose run on the half type, "
-       "and take them into BiasGelu and bias Adds (cast-elimination pass; exact)",
+       "and take them into BiasGelu, bias Adds and bias sums (cast-elimination pass; exact)",
        [](TrainingPipelineOptions& p) -> bool& { return p.cast_elimination.enabled; }},
   };
   return s;
