@@ -1,11 +1,11 @@
 // cast-elimination's moves and fusions (see cast_motion.h).
 #include "passes/cast_motion.h"
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "graph/op_table.h"
 #include "passes/cast_elimination.h"
 #include "passes/pattern.h"
 
@@ -13,11 +13,13 @@ namespace otter {
 
 namespace {
 
+using pattern::add_cast;
 using pattern::is_op;
+using pattern::is_otter_op;
+using pattern::suffixed;
 
 bool is_cast(const Node* n) { return is_op(n, "Cast"); }
 bool is_movement(const Node* n) { return is_op(n, "Reshape") || is_op(n, "Transpose"); }
-bool is_otter(const Node* n, const char* op) { return n && n->domain() == kOtterDomain && n->op_type() == op; }
 
 // Both int64 constants with the same contents.
 bool same_ints(const Value* a, const Value* b) {
@@ -50,15 +52,16 @@ Node* copy_movement(Graph& g, Node* m, Value* x, const std::string& name) {
   return c;
 }
 
-Node* cast_before(Graph& g, Value* v, DataType to, const std::string& name, Node* before) {
-  Node* c = g.add_node("Cast", {v}, {name}, "", before);
-  c->set_attr("to", Attribute(static_cast<int64_t>(dtype_to_onnx(to))));
-  c->set_program(before->program());
-  infer_node(*c);
-  return c;
+// `now` takes over `old`'s readers, name and shape; the nodes in `gone` (the old producers, their
+// outputs then unread) are removed first.
+void take_place(Graph& g, Value* old, Value* now, std::initializer_list<Node*> gone) {
+  const std::string name = old->name();
+  const Shape shape = old->shape();
+  g.replace_all_uses(old, now);
+  for (Node* n : gone) g.remove_node(n);
+  g.rename_value(now, name);
+  now->set_shape(shape);
 }
-
-std::string suffixed(const std::string& name, DataType t) { return name + "." + std::string(dtype_name(t)); }
 
 // Cast(M(y), narrow) -> M(Cast(y, narrow)); the moved M's output takes the Cast's name.
 bool hoist_narrowing(Graph& g, Node* cast) {
@@ -70,15 +73,9 @@ bool hoist_narrowing(Graph& g, Node* cast) {
   Value* y = m->input(0);
   if (!is_float(y->dtype()) || !is_float(out->dtype()) || dtype_size(out->dtype()) >= dtype_size(y->dtype()))
     return false;
-  const std::string name = out->name();
-  const Shape shape = out->shape();
-  Node* narrow = cast_before(g, y, out->dtype(), g.unique_name(suffixed(y->name(), out->dtype())), m);
-  Node* moved = copy_movement(g, m, narrow->output(0), g.unique_name(name + ".moved"));
-  g.replace_all_uses(out, moved->output(0));
-  g.remove_node(cast);
-  g.remove_node(m);
-  g.rename_value(moved->output(0), name);
-  moved->output(0)->set_shape(shape);
+  Node* narrow = add_cast(g, y, out->dtype(), g.unique_name(suffixed(y->name(), out->dtype())), m);
+  Node* moved = copy_movement(g, m, narrow->output(0), g.unique_name(out->name() + ".moved"));
+  take_place(g, out, moved->output(0), {cast, m});
   return true;
 }
 
@@ -93,15 +90,9 @@ bool sink_widening(Graph& g, Node* cast) {
       !cast_is_exact(x->dtype(), wide->dtype()))
     return false;
   Value* out = m->output(0);
-  const std::string name = out->name();
-  const Shape shape = out->shape();
-  Node* moved = copy_movement(g, m, x, g.unique_name(suffixed(name, x->dtype())));
-  Node* back = cast_before(g, moved->output(0), wide->dtype(), g.unique_name(name + ".moved"), m);
-  g.replace_all_uses(out, back->output(0));
-  g.remove_node(m);
-  g.remove_node(cast);
-  g.rename_value(back->output(0), name);
-  back->output(0)->set_shape(shape);
+  Node* moved = copy_movement(g, m, x, g.unique_name(suffixed(out->name(), x->dtype())));
+  Node* back = add_cast(g, moved->output(0), wide->dtype(), g.unique_name(out->name() + ".moved"), m);
+  take_place(g, out, back->output(0), {m, cast});
   return true;
 }
 
@@ -159,17 +150,12 @@ bool fuse_bias_add(Graph& g, Node* add) {
   bool half_out = !out->uses().empty();
   for (const auto& [u, slot] : out->uses())
     half_out = half_out && is_cast(u) && dtype_from_onnx(static_cast<int>(u->attr_i("to", 0))) == x->dtype();
-  const std::string name = out->name();
-  const Shape shape = out->shape();
-  Node* fused = g.add_node("BiasAdd", {x, bias}, {g.unique_name(name + ".fused")}, kOtterDomain, add);
+  Node* fused = g.add_node("BiasAdd", {x, bias}, {g.unique_name(out->name() + ".fused")}, kOtterDomain, add);
   fused->set_program(add->program());
   fused->set_name(add->name());
   if (!half_out) fused->set_attr("to", Attribute(static_cast<int64_t>(dtype_to_onnx(DataType::kFloat32))));
   infer_node(*fused);
-  g.replace_all_uses(out, fused->output(0));
-  g.remove_node(add);
-  g.rename_value(fused->output(0), name);
-  fused->output(0)->set_shape(shape);
+  take_place(g, out, fused->output(0), {add});
   return true;
 }
 
@@ -179,19 +165,14 @@ bool fuse_reduce_sum(Graph& g, Node* n) {
   Value* x = widened_half(n->input(0));
   Value* out = n->output(0);
   if (!x || n->has_attr("noop_with_empty_axes") || n->opset() < 13 || is_pinned_value(g, out)) return false;
-  const std::string name = out->name();
-  const Shape shape = out->shape();
   std::vector<Value*> ins = n->inputs();
   ins[0] = x;
-  Node* sum = g.add_node("ReduceSumF32", ins, {g.unique_name(name + ".fused")}, kOtterDomain, n);
+  Node* sum = g.add_node("ReduceSumF32", ins, {g.unique_name(out->name() + ".fused")}, kOtterDomain, n);
   sum->set_program(n->program());
   sum->set_name(n->name());
   if (n->has_attr("keepdims")) sum->set_attr("keepdims", *n->find_attr("keepdims"));
   infer_node(*sum);
-  g.replace_all_uses(out, sum->output(0));
-  g.remove_node(n);
-  g.rename_value(sum->output(0), name);
-  sum->output(0)->set_shape(shape);
+  take_place(g, out, sum->output(0), {n});
   return true;
 }
 
@@ -247,9 +228,9 @@ int64_t fuse_casts(Graph& g) {
   // Each rewrite removes at most the node it was given (after which the loop moves on), so the
   // list's other nodes stay valid.
   for (Node* n : g.node_list()) {
-    if (is_otter(n, "BiasGelu")) {
+    if (is_otter_op(n, "BiasGelu")) {
       fused += fuse_bias_gelu(g, n);
-    } else if (is_otter(n, "BiasGeluGrad")) {
+    } else if (is_otter_op(n, "BiasGeluGrad")) {
       fused += fuse_bias_gelu_grad(n);
     } else if (is_op(n, "Add")) {
       fused += fuse_bias_add(g, n);

@@ -9,10 +9,14 @@
 #include "graph/error.h"
 #include "graph/half.h"  // float16/bfloat16 rounding (RNE) and double -> float round-to-odd
 #include "graph/op_table.h"
+#include "passes/pattern.h"
 
 namespace otter {
 
 namespace {
+
+using pattern::add_cast;
+using pattern::suffixed;
 
 // The wider of two float types: f64 > f32 > the half types; float16 with bfloat16 gives fp32
 // (neither holds the other), as PyTorch promotes them.
@@ -27,8 +31,6 @@ bool is_scalar_constant(const Value* v) {
   return is_constant(v) && v->shape().rank_known && v->shape().rank() == 0;
 }
 
-std::string suffixed(const std::string& name, DataType t) { return name + "." + std::string(dtype_name(t)); }
-
 // Indices of the float inputs that take the op's precision.
 std::vector<int> precision_inputs(const Node& n, const OpDef& d) {
   std::vector<int> out;
@@ -41,13 +43,6 @@ std::vector<int> precision_inputs(const Node& n, const OpDef& d) {
     out.push_back(i);
   }
   return out;
-}
-
-Node* add_cast(Graph& g, Value* v, DataType to, const std::string& name, Node* before) {
-  Node* c = g.add_node("Cast", {v}, {name}, "", before);
-  c->set_attr("to", Attribute(static_cast<int64_t>(dtype_to_onnx(to))));
-  infer_node(*c);
-  return c;
 }
 
 class MixedPrecision {

@@ -44,6 +44,11 @@ inline int64_t check_bias_gelu_bias(const KernelContext& ctx, int x) {
   return b.dims()[0];
 }
 
+// BiasAdd's attribute `to` as a dtype, kUndefined when absent (then Y has X's type).
+inline DataType bias_add_to_attr(const Node& n) {
+  return n.has_attr("to") ? dtype_from_onnx(static_cast<int>(n.attr_i("to", 0))) : DataType::kUndefined;
+}
+
 // ai.otter.BiasAdd(X, bias) {to?}: the bias (required; as BiasGelu's) and the output type, `to`
 // (kUndefined when the attribute is absent: X's type) checked to be X's type or float32 for a half
 // X. Returns the bias length and the output type.

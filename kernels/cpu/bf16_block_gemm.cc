@@ -18,7 +18,6 @@
 namespace otter::cpu::bf16blk {
 
 #if OTTER_BF16_BLOCK
-#define OTTER_TARGET_BF16 "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
 
 namespace {
 

@@ -12,6 +12,9 @@
 
 #include <cstdint>
 
+// The target attribute of the functions that run VDPBF16PS (here and in kernels/cpu/gemm_bf16.cc).
+#define OTTER_TARGET_BF16 "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
+
 namespace otter::cpu::bf16blk {
 
 using u16 = uint16_t;

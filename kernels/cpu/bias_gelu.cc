@@ -114,8 +114,7 @@ class BiasGeluGradKernel : public Kernel {
 // float32 for a half X: attribute `to`).
 class BiasAddKernel : public Kernel {
  public:
-  explicit BiasAddKernel(const Node& n)
-      : to_(n.has_attr("to") ? dtype_from_onnx(static_cast<int>(n.attr_i("to", 0))) : DataType::kUndefined) {}
+  explicit BiasAddKernel(const Node& n) : to_(bias_add_to_attr(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const auto [cols, to] = check_bias_add(ctx, to_);

@@ -88,7 +88,6 @@ bool widen_forced() {
 }
 
 #if OTTER_HAVE_BF16_KERNEL
-#define OTTER_TARGET_BF16 "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
 
 // Zeroes columns [from, ld) of the kp rows of a packed strip (rows or columns past an edge).
 void zero_tail(u32* o, int64_t kp, int64_t ld, int64_t from) {

@@ -38,8 +38,7 @@ __global__ void bias_add_kernel(int64_t n, const S* x, const B* b, int64_t cols,
 // ai.otter.BiasAdd(X, bias) {to?} (made by cast-elimination, passes/cast_elimination.h).
 class BiasAddKernel : public Kernel {
  public:
-  explicit BiasAddKernel(const Node& n)
-      : to_(n.has_attr("to") ? dtype_from_onnx(static_cast<int>(n.attr_i("to", 0))) : DataType::kUndefined) {}
+  explicit BiasAddKernel(const Node& n) : to_(bias_add_to_attr(n)) {}
   void run(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const auto [cols, to] = check_bias_add(ctx, to_);
