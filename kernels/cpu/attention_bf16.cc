@@ -26,10 +26,10 @@
 #include "graph/half.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/attention_blocks.h"
+#include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/bf16_block_gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/half.h"
-#include "kernels/cpu/lane_sum.h"
 
 namespace otter::attn {
 namespace {
@@ -45,44 +45,94 @@ int64_t even(int64_t n) { return n + n % 2; }
 
 const u16* bits(const Tensor& t) { return static_cast<const u16*>(t.raw()); }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OTTER_BF16_ATTENTION 1
+// The row loops below run only where bf16_gemm_native() holds, so they are written for AVX-512
+// (kernels/cpu/avx512_lanes.h: the scalar exp and bf16 rounding, bit for bit, 16 lanes at a time).
+
+// x[0, n) float32 rounded into bf16 y.
+__attribute__((target(OTTER_TARGET_BF16))) void round_span(const float* x, int64_t n, u16* y) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = cpu::lanes::first(n - j);
+    _mm256_mask_storeu_epi16(y + j, k, cpu::lanes::round_to_bf16(_mm512_maskz_loadu_ps(k, x + j)));
+  }
+}
+
+// One float32 row x[0, n) rounded into bf16 y, padded with a zero to even length.
+void round_row(const float* x, int64_t n, u16* y) {
+  round_span(x, n, y);
+  if (n % 2) y[n] = 0;
+}
+
+// sum over c < n of double(a[c]) * double(b[c]) for bf16 a and b, in lane_sum's order
+// (kernels/cpu/lane_sum.h: element c into partial sum c % 8, the 8 in order, then the tail), so
+// the result has lane_sum's bits.
+__attribute__((target(OTTER_TARGET_BF16))) double dot_bf16_f64(const u16* a, const u16* b, int64_t n) {
+  __m512d acc = _mm512_setzero_pd();
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8) acc = _mm512_add_pd(acc, _mm512_mul_pd(cpu::lanes::widen_bf16_8(a + c), cpu::lanes::widen_bf16_8(b + c)));
+  alignas(64) double lane[8];
+  _mm512_store_pd(lane, acc);
+  double s = 0;
+  for (int l = 0; l < 8; ++l) s += lane[l];
+  for (; c < n; ++c) s += static_cast<double>(bf16_to_float(a[c])) * static_cast<double>(bf16_to_float(b[c]));
+  return s;
+}
+
 // A [rows, cols] float32 block rounded into bf16 rows of even length (a zero pads an odd row).
 void round_block(const float* x, int64_t ldx, int64_t rows, int64_t cols, u16* y) {
-  const int64_t ld = even(cols);
-  cpu::isa_dispatch([&] {
-    for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t j = 0; j < cols; ++j) y[i * ld + j] = float_to_bf16(x[i * ldx + j]);
-      if (cols % 2) y[i * ld + cols] = 0;
+  for (int64_t i = 0; i < rows; ++i) round_row(x + i * ldx, cols, y + i * even(cols));
+}
+
+// One row of a forward block's scores sc[0, n) into its online softmax: the running maximum m and
+// sum l take the row, and P = e^(score - m) goes rounded to bf16 into p (zero-padded to even n).
+// Returns the factor e^(m_before - m) that the row's output sums take (1: unchanged). A NaN score
+// is passed over by the maximum. The sum is a fixed tree of 16 lanes.
+__attribute__((target(OTTER_TARGET_BF16))) float softmax_row(const float* sc, int64_t n, float& m, float& l, u16* p) {
+  const float mnew = std::max(m, cpu::lanes::row_max(sc, n));
+  if (mnew == kNegInf) {  // nothing unmasked in this row yet: it adds nothing
+    std::fill(p, p + even(n), u16{0});
+    return 1.f;
+  }
+  // e^(m - mnew): exactly 1 or 0 at the two common ends, without the scalar polynomial.
+  const float corr = m == mnew ? 1.f : m == kNegInf ? 0.f : math::exp_nonpositive(m - mnew);
+  const __m512 shift = _mm512_set1_ps(mnew);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = cpu::lanes::first(n - j);
+    const __m512 e = cpu::lanes::exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sc + j), shift));
+    sum = _mm512_mask_add_ps(sum, k, sum, e);
+    _mm256_mask_storeu_epi16(p + j, k, cpu::lanes::round_to_bf16(e));
+  }
+  if (n % 2) p[n] = 0;
+  l = l * corr + cpu::lanes::sum(sum);
+  m = mnew;
+  return corr;
+}
+
+// The softmax of a forward block's rows (row stride ldk), P into p16 (row stride even(cols)); the
+// output sums acc (row stride dv) take each row's correction.
+__attribute__((target(OTTER_TARGET_BF16))) void softmax_rows(const float* sc, int64_t ldk, int64_t rows, int64_t cols,
+                                                              float* m, float* l, u16* p16, float* acc, int64_t dv) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float corr = softmax_row(sc + i * ldk, cols, m[i], l[i], p16 + i * even(cols));
+    if (corr != 1.f)
+      for (int64_t c = 0; c < dv; ++c) acc[i * dv + c] *= corr;
+  }
+}
+
+// Y = acc / l rounded once (row stride dv); a row masked everywhere has no softmax (as Softmax
+// over -inf gives NaN).
+__attribute__((target(OTTER_TARGET_BF16))) void output_rows(const float* acc, const float* l, int64_t rows,
+                                                             int64_t dv, u16* y) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const __m512 inv = _mm512_set1_ps(l[i] > 0.f ? 1.f / l[i] : std::numeric_limits<float>::quiet_NaN());
+    for (int64_t c = 0; c < dv; c += 16) {
+      const __mmask16 k = cpu::lanes::first(dv - c);
+      const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, acc + i * dv + c), inv);
+      _mm256_mask_storeu_epi16(y + i * dv + c, k, cpu::lanes::round_to_bf16(x));
     }
-  });
-}
-
-constexpr int kLanes = 16;
-
-// Inside an ISA dispatch: the maximum of row[0, n) over kLanes lanes (max is exact in any order).
-inline float row_max(const float* row, int64_t n) {
-  float lane[kLanes];
-  std::fill(lane, lane + kLanes, kNegInf);
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lane[l] = std::max(lane[l], row[j + l]);
-  for (; j < n; ++j) lane[0] = std::max(lane[0], row[j]);
-  float m = kNegInf;
-  for (int l = 0; l < kLanes; ++l) m = std::max(m, lane[l]);
-  return m;
-}
-
-// Inside an ISA dispatch: row[j] = e^(row[j] - shift) for j < n, every exponent <= 0, and their
-// float32 sum over kLanes interleaved lanes (a fixed order; one chain of dependent adds would cost
-// more than the exponentials).
-inline float exp_shift_sum(float* row, int64_t n, float shift) {
-  float lane[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lane[l] += row[j + l] = math::exp_nonpositive(row[j + l] - shift);
-  float sum = 0;
-  for (int l = 0; l < kLanes; ++l) sum += lane[l];
-  for (; j < n; ++j) sum += row[j] = math::exp_nonpositive(row[j] - shift);
-  return sum;
+  }
 }
 
 // Per-thread buffers of the forward pass.
@@ -113,38 +163,14 @@ void forward_block(const AttnShape& s, const Blocks& bl, const MaskView<float>& 
     // The scale goes into the product's alpha; the mask then only adds or replaces.
     blk::gemm(rows, cols, pairs(s.d), qw, sai, 1, b.kb.data(), cols, scale, false, b.sc.data(), bl.k);
     if (!mv.clean(o, q0, rows, k0, cols)) mv.apply(b.sc.data(), bl.k, 1.f, o, q0, rows, k0, cols);
-    cpu::isa_dispatch([&] {
-      for (int64_t i = 0; i < rows; ++i) {
-        float* row = b.sc.data() + i * bl.k;
-        const float mnew = std::max(b.m[i], row_max(row, cols));
-        if (mnew == kNegInf) {  // nothing unmasked in this row yet
-          std::fill(row, row + cols, 0.f);
-          continue;
-        }
-        const float corr = math::exp_nonpositive(b.m[i] - mnew);
-        b.l[i] = b.l[i] * corr + exp_shift_sum(row, cols, mnew);
-        b.m[i] = mnew;
-        if (corr != 1.f)
-          for (int64_t c = 0; c < s.dv; ++c) b.acc[i * s.dv + c] *= corr;
-      }
-    });
-    round_block(b.sc.data(), bl.k, rows, cols, b.p16.data());
+    softmax_rows(b.sc.data(), bl.k, rows, cols, b.m.data(), b.l.data(), b.p16.data(), b.acc.data(), s.dv);
     blk::pairs_down(vp + k0 * s.dv, s.dv, cols, s.dv, b.vb.data(), s.dv);
     blk::gemm(rows, s.dv, pairs(cols), reinterpret_cast<const u32*>(b.p16.data()), pairs(cols), 1, b.vb.data(), s.dv,
               1.f, true, b.acc.data(), s.dv);
   }
   if (lse)
     for (int64_t i = 0; i < rows; ++i) lse[bh * s.s + q0 + i] = b.l[i] > 0.f ? b.m[i] + std::log(b.l[i]) : kNegInf;
-  // Y = acc / l, rounded once; a row masked everywhere has no softmax (as Softmax over -inf gives
-  // NaN). One ISA dispatch for the block: per row, the call cost as much as the 64 values.
-  u16* yb = y + (bh * s.s + q0) * s.dv;
-  cpu::isa_dispatch([&] {
-    for (int64_t i = 0; i < rows; ++i) {
-      const float inv = b.l[i] > 0.f ? 1.f / b.l[i] : std::numeric_limits<float>::quiet_NaN();
-      const float* a = b.acc.data() + i * s.dv;
-      for (int64_t c = 0; c < s.dv; ++c) yb[i * s.dv + c] = float_to_bf16(a[c] * inv);
-    }
-  });
+  output_rows(b.acc.data(), b.l.data(), rows, s.dv, y + (bh * s.s + q0) * s.dv);
 }
 
 void forward(KernelContext& ctx, const AttnAttrs& at) {
@@ -199,6 +225,47 @@ struct BackwardArgs {
   u16 *dq, *dkt, *dv;
 };
 
+// P = e^(S - LSE) for a block's rows (row stride ldp), in place in p and rounded into p16 (row
+// stride even(cols)); 0 in a row whose LSE is -inf (masked everywhere).
+__attribute__((target(OTTER_TARGET_BF16))) void probabilities(float* p, int64_t ldp, const float* lse, int64_t rows,
+                                                               int64_t cols, u16* p16) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = p + i * ldp;
+    u16* out = p16 + i * even(cols);
+    if (lse[i] == kNegInf) {
+      std::fill(row, row + cols, 0.f);
+      std::fill(out, out + even(cols), u16{0});
+      continue;
+    }
+    const __m512 shift = _mm512_set1_ps(lse[i]);
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 k = cpu::lanes::first(cols - j);
+      const __m512 e = cpu::lanes::exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), shift));
+      _mm512_mask_storeu_ps(row + j, k, e);
+      _mm256_mask_storeu_epi16(out + j, k, cpu::lanes::round_to_bf16(e));
+    }
+    if (cols % 2) out[cols] = 0;
+  }
+}
+
+// dS = P * (dP - rowsum(dY * Y)) for a block's rows (row stride ld), dP given in ds: rounded
+// straight into ds16 (row stride even(cols)) where it is given, else into ds in place.
+__attribute__((target(OTTER_TARGET_BF16))) void score_grads(float* ds, const float* p, int64_t ld, const float* di,
+                                                             int64_t rows, int64_t cols, u16* ds16) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* g = ds + i * ld;
+    const float* pr = p + i * ld;
+    const __m512 d = _mm512_set1_ps(di[i]);
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 k = cpu::lanes::first(cols - j);
+      const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, g + j), d));
+      if (ds16) _mm256_mask_storeu_epi16(ds16 + i * even(cols) + j, k, cpu::lanes::round_to_bf16(x));
+      else _mm512_mask_storeu_ps(g + j, k, x);
+    }
+    if (ds16 && cols % 2) ds16[i * even(cols) + cols] = 0;
+  }
+}
+
 // The gradients of one query head against one key block and one query block.
 void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<float>& mv, float scale,
                    const BackwardArgs& a, int64_t bh, int64_t q0, int64_t k0, const u32* qw, int64_t qs,
@@ -210,30 +277,18 @@ void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<float>& 
   const bool clean = mv.clean(o, q0, rows, k0, cols);
   blk::gemm(rows, cols, pairs(s.d), qw + q0 * qs, qs, 1, h.kb.data() + k0, s.t, scale, false, pb.p.data(), bl.k);
   if (!clean) mv.apply(pb.p.data(), bl.k, 1.f, o, q0, rows, k0, cols);
-  cpu::isa_dispatch([&] {
-    for (int64_t i = 0; i < rows; ++i) {
-      const float l = a.lse[bh * s.s + q0 + i];
-      float* row = pb.p.data() + i * bl.k;
-      for (int64_t j = 0; j < cols; ++j) row[j] = l == kNegInf ? 0.f : math::exp_nonpositive(row[j] - l);
-    }
-  });
+  probabilities(pb.p.data(), bl.k, a.lse + bh * s.s + q0, rows, cols, pb.p16.data());
   // dV += bf16(P)^T dY.
-  round_block(pb.p.data(), bl.k, rows, cols, pb.p16.data());
   blk::pairs_down(pb.p16.data(), ld16, rows, cols, pb.pd.data(), cols);
   blk::gemm(cols, s.dv, kpq, pb.pd.data(), 1, cols, qb.dyd.data() + (q0 / 2) * s.dv, s.dv, 1.f, true,
             h.dv.data() + k0 * s.dv, s.dv);
   // dS = P * (dY V^T - rowsum(dY * Y)); zero where the mask replaces the score.
   blk::gemm(rows, cols, pairs(s.dv), dyw + q0 * dys, dys, 1, h.v_t.data() + k0, s.t, 1.f, false, pb.ds.data(), bl.k);
-  cpu::isa_dispatch([&] {
-    for (int64_t i = 0; i < rows; ++i) {
-      float* g = pb.ds.data() + i * bl.k;
-      const float* pr = pb.p.data() + i * bl.k;
-      const float d = qb.di[q0 + i];
-      for (int64_t j = 0; j < cols; ++j) g[j] = pr[j] * (g[j] - d);
-    }
-  });
-  if (!clean) mv.zero_replaced(pb.ds.data(), bl.k, o, q0, rows, k0, cols);
-  round_block(pb.ds.data(), bl.k, rows, cols, pb.ds16.data());
+  score_grads(pb.ds.data(), pb.p.data(), bl.k, qb.di.data() + q0, rows, cols, clean ? pb.ds16.data() : nullptr);
+  if (!clean) {  // zeroed where the mask replaced the score, then rounded
+    mv.zero_replaced(pb.ds.data(), bl.k, o, q0, rows, k0, cols);
+    round_block(pb.ds.data(), bl.k, rows, cols, pb.ds16.data());
+  }
   // dQ += scale * bf16(dS) K;  dKt += scale * Q^T bf16(dS).
   blk::gemm(rows, s.d, kpk, reinterpret_cast<const u32*>(pb.ds16.data()), ld16 / 2, 1,
             h.kt_t.data() + (k0 / 2) * s.d, s.d, scale, true, qb.dq.data() + q0 * s.d, s.d);
@@ -253,18 +308,13 @@ void backward_query_head(const AttnShape& s, const Blocks& bl, const MaskView<fl
   int64_t qs = 0, dys = 0;
   const u32* qw = blk::pairs_across(qh, s.d, s.s, s.d, qb.qw.data(), &qs);
   const u32* dyw = blk::pairs_across(dyh, s.dv, s.s, s.dv, qb.dyw.data(), &dys);
-  for (int64_t i = 0; i < s.s; ++i) {  // rowsum(dY * Y), in double over lane_sum's 8 lanes
-    const u16* dyr = dyh + i * s.dv;
-    const u16* yr = yh + i * s.dv;
-    qb.di[i] = static_cast<float>(cpu::lane_sum(s.dv, [&](int64_t c) {
-      return static_cast<double>(bf16_to_float(dyr[c])) * static_cast<double>(bf16_to_float(yr[c]));
-    }));
-  }
+  for (int64_t i = 0; i < s.s; ++i)  // rowsum(dY * Y) in double
+    qb.di[i] = static_cast<float>(dot_bf16_f64(dyh + i * s.dv, yh + i * s.dv, s.dv));
   std::fill(qb.dq.begin(), qb.dq.end(), 0.f);
   for (int64_t k0 = 0; k0 < s.t; k0 += bl.k)
     for (int64_t q0 = 0; q0 < s.s; q0 += bl.q)
       backward_pair(s, bl, mv, scale, a, bh, q0, k0, qw, qs, dyw, dys, h, qb, pb);
-  if (a.dq) cpu::round_to_bf16(qb.dq.data(), a.dq + bh * s.s * s.d, s.s * s.d);
+  if (a.dq) round_span(qb.dq.data(), s.s * s.d, a.dq + bh * s.s * s.d);
 }
 
 // u16 storage of a gradient output, or null where the node does not want it.
@@ -299,11 +349,15 @@ void backward(KernelContext& ctx, const AttnAttrs& at) {
       std::fill(h.dv.begin(), h.dv.end(), 0.f);
       for (int64_t g = 0; g < group; ++g)
         backward_query_head(s, bl, mv, scale, a, (task / s.hk) * s.h + (task % s.hk) * group + g, h, qb, pb);
-      if (a.dkt) cpu::round_to_bf16(h.dkt.data(), a.dkt + task * s.d * s.t, s.d * s.t);
-      if (a.dv) cpu::round_to_bf16(h.dv.data(), a.dv + task * s.t * s.dv, s.t * s.dv);
+      if (a.dkt) round_span(h.dkt.data(), s.d * s.t, a.dkt + task * s.d * s.t);
+      if (a.dv) round_span(h.dv.data(), s.t * s.dv, a.dv + task * s.t * s.dv);
     }
   }
 }
+
+#else
+#define OTTER_BF16_ATTENTION 0  // no x86 intrinsics: bf16_gemm_native() is false, the widening kernel runs
+#endif
 
 // The native kernels where bf16_gemm_native() holds when they run, else the widening kernel.
 class Bf16Kernel : public Kernel {
@@ -312,7 +366,9 @@ class Bf16Kernel : public Kernel {
       : at_(n), grad_(grad), widened_(std::move(widened)) {}
   void run(KernelContext& ctx) override {
     if (!cpu::bf16_gemm_native()) return widened_->run(ctx);
+#if OTTER_BF16_ATTENTION
     grad_ ? backward(ctx, at_) : forward(ctx, at_);
+#endif
   }
 
  private:

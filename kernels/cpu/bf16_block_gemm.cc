@@ -124,6 +124,71 @@ __attribute__((target(OTTER_TARGET_BF16))) void pairs_down(const u16* x, int64_t
     }
   }
 }
+
+namespace {
+
+// GCC 12's unpack intrinsics pass _mm512_undefined_epi32() as their unused merge source, which
+// -Wmaybe-uninitialized reports once they are inlined here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Transposes the 16 x 16 32-bit words of r[0..15] in registers: r[j] lane i becomes r[i] lane j.
+// 128-bit lanes first (words, then word pairs), then the lanes themselves.
+__attribute__((target(OTTER_TARGET_BF16))) inline void transpose_16x16(__m512i r[16]) {
+  __m512i t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4g + j], rows 4g..4g+3: lane L holds their words j + 4L.
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    r[4 * g] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    r[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    r[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    r[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  // Word j + 4L of all 16 rows: lane L of the four groups, in group order.
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512i u0 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88), u1 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xdd);
+    const __m512i u2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x88),
+                  u3 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xdd);
+    t[j] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+    t[j + 8] = _mm512_shuffle_i32x4(u0, u2, 0xdd);
+    t[j + 4] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+    t[j + 12] = _mm512_shuffle_i32x4(u1, u3, 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+}  // namespace
+
+// The words of x's rows are its bf16 pairs as they lie in memory (little-endian: x[i, 2p] the low
+// half), so whole 16 x 16 tiles of words transpose in registers; the rest goes word by word.
+__attribute__((target(OTTER_TARGET_BF16))) void pairs_across_transposed(const u16* x, int64_t ldx, int64_t m, int64_t k,
+                                                                         u32* out, int64_t ldo) {
+  const int64_t kp = (k + 1) / 2, whole = k / 2 / 16 * 16, rows16 = m / 16 * 16;
+  for (int64_t i0 = 0; i0 < rows16; i0 += 16) {
+    for (int64_t p0 = 0; p0 < whole; p0 += 16) {
+      __m512i r[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(x + (i0 + i) * ldx + 2 * p0);
+      transpose_16x16(r);
+#pragma GCC unroll 16
+      for (int p = 0; p < 16; ++p) _mm512_storeu_si512(out + (p0 + p) * ldo + i0, r[p]);
+    }
+  }
+  // The words past the whole tiles: all rows' from `whole` on, and the rows past rows16 entirely.
+  for (int64_t i = 0; i < m; ++i) {
+    const u16* row = x + i * ldx;
+    for (int64_t p = i < rows16 ? whole : 0; p < k / 2; ++p)
+      out[p * ldo + i] = row[2 * p] | static_cast<u32>(row[2 * p + 1]) << 16;
+    if (k % 2) out[(kp - 1) * ldo + i] = row[k - 1];
+  }
+}
+#pragma GCC diagnostic pop
 #else
 // Without x86 intrinsics bf16_gemm_native() is false and no caller gets here.
 void gemm(int64_t, int64_t, int64_t, const u32*, int64_t, int64_t, const u32*, int64_t, float, bool, float*, int64_t) {
@@ -132,16 +197,11 @@ void gemm(int64_t, int64_t, int64_t, const u32*, int64_t, int64_t, const u32*, i
 void pairs_down(const u16*, int64_t, int64_t, int64_t, u32*, int64_t) {
   fail("bf16 block products need AVX512_BF16 (this build has no x86 intrinsics)");
 }
+void pairs_across_transposed(const u16*, int64_t, int64_t, int64_t, u32*, int64_t) {
+  fail("bf16 block products need AVX512_BF16 (this build has no x86 intrinsics)");
+}
 #endif  // OTTER_BF16_BLOCK
 
-void pairs_across_transposed(const u16* x, int64_t ldx, int64_t m, int64_t k, u32* out, int64_t ldo) {
-  const int64_t kp = (k + 1) / 2;
-  for (int64_t i = 0; i < m; ++i) {
-    const u16* row = x + i * ldx;
-    for (int64_t p = 0; p < k / 2; ++p) out[p * ldo + i] = row[2 * p] | static_cast<u32>(row[2 * p + 1]) << 16;
-    if (k % 2) out[(kp - 1) * ldo + i] = row[k - 1];
-  }
-}
 
 const u32* pairs_across(const u16* x, int64_t ldx, int64_t m, int64_t k, u32* buf, int64_t* sai) {
   if (k % 2 == 0 && ldx % 2 == 0 && reinterpret_cast<uintptr_t>(x) % alignof(u32) == 0) {

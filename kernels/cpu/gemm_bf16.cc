@@ -35,6 +35,7 @@
 #endif
 
 #include "graph/error.h"
+#include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/bf16_block_gemm.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/half.h"
@@ -146,17 +147,6 @@ void pack_b_strip(const u16* b, int64_t ldb, bool tb, int64_t p0, int64_t kc, in
   zero_tail(o, (kc + 1) / 2, kNR, cols);
 }
 
-// float_to_bf16 (graph/half.h) on 16 lanes: round to nearest even, NaN quieted; bit for bit the
-// scalar function's result.
-__attribute__((target(OTTER_TARGET_BF16))) inline __m256i round_to_bf16_16(__m512 x) {
-  const __m512i u = _mm512_castps_si512(x);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(r);
-}
-
 // C[rows x cols] = alpha * A_strip B_strip + cbeta * C (cbeta == 0: C not read), rows <= MR, cols <= NR;
 // with y, the sums go rounded to bf16 into y (row stride ldy) instead of into C. The A strip is
 // packed ([kp][MR] words), or with kDirect MR rows of op(A) itself, whose k pairs already are
@@ -197,8 +187,8 @@ __attribute__((target(OTTER_TARGET_BF16))) void micro_kernel(int64_t kp, const u
     }
     if (y) {
       u16* yrow = y + r * ldy;
-      _mm256_mask_storeu_epi16(yrow, m0, round_to_bf16_16(x0));
-      _mm256_mask_storeu_epi16(yrow + 16, m1, round_to_bf16_16(x1));
+      _mm256_mask_storeu_epi16(yrow, m0, lanes::round_to_bf16(x0));
+      _mm256_mask_storeu_epi16(yrow + 16, m1, lanes::round_to_bf16(x1));
       continue;
     }
     _mm512_mask_storeu_ps(row, m0, x0);

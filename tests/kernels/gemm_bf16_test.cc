@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/common/half.h"
+#include "kernels/cpu/bf16_block_gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 
@@ -188,6 +189,46 @@ TEST(GemmBf16, RoundedOutputIsTheRoundedSumOnBothPaths) {
   cpu::set_active_isa(cpu::Isa::kAvx512);
   for (const Case& t : cases()) check_round_case(t, "native");
   cpu::set_active_isa(saved);
+}
+
+// The packing helpers (kernels/cpu/bf16_block_gemm.h) word for word against their definitions:
+// shapes with whole 16 x 16 tiles of words (the transposing path's registers), partial ones in
+// either direction, odd k (a zero-padded last word), strides wider than the rows. Every output word
+// the definition names is compared; the others must stay as they were.
+TEST(GemmBf16, PackingHelpersMatchTheirDefinitions) {
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
+  const uint32_t kUntouched = 0xdeadbeefu;
+  struct Shape {
+    int64_t m, k, ldx_pad, ldo_pad;
+  };
+  for (const Shape sh : {Shape{16, 32, 0, 0}, Shape{32, 512, 0, 0}, Shape{32, 256, 8, 0}, Shape{17, 33, 1, 3},
+                         Shape{15, 64, 0, 5}, Shape{48, 47, 2, 1}, Shape{64, 128, 0, 32}, Shape{1, 1, 0, 0},
+                         Shape{33, 95, 3, 0}, Shape{12, 512, 0, 0}}) {
+    SCOPED_TRACE("m " + std::to_string(sh.m) + " k " + std::to_string(sh.k));
+    const int64_t kp = (sh.k + 1) / 2, ldx = sh.k + sh.ldx_pad;
+    const std::vector<uint16_t> x = random_bf16(sh.m * ldx, 31);
+    // pairs_across_transposed: out[p * ldo + i] = x[i, 2p] | x[i, 2p + 1] << 16.
+    const int64_t ldo = sh.m + sh.ldo_pad;
+    std::vector<uint32_t> out(static_cast<size_t>(kp * ldo), kUntouched);
+    cpu::bf16blk::pairs_across_transposed(x.data(), ldx, sh.m, sh.k, out.data(), ldo);
+    for (int64_t p = 0; p < kp; ++p)
+      for (int64_t i = 0; i < ldo; ++i) {
+        const uint32_t hi = 2 * p + 1 < sh.k ? x[i * ldx + 2 * p + 1] : 0u;
+        const uint32_t want = i < sh.m ? (x[i * ldx + 2 * p] | hi << 16) : kUntouched;
+        ASSERT_EQ(out[p * ldo + i], want) << "pairs_across_transposed word p " << p << " i " << i;
+      }
+    // pairs_down on the same values read as [k = m rows, n = k columns]: out[p * ldo + j] =
+    // x[2p, j] | x[2p + 1, j] << 16.
+    const int64_t rows = sh.m, cols = sh.k, rp = (rows + 1) / 2, ldd = cols + sh.ldo_pad;
+    std::vector<uint32_t> down(static_cast<size_t>(rp * ldd), kUntouched);
+    cpu::bf16blk::pairs_down(x.data(), ldx, rows, cols, down.data(), ldd);
+    for (int64_t p = 0; p < rp; ++p)
+      for (int64_t j = 0; j < ldd; ++j) {
+        const uint32_t hi = 2 * p + 1 < rows ? x[(2 * p + 1) * ldx + j] : 0u;
+        const uint32_t want = j < cols ? (x[2 * p * ldx + j] | hi << 16) : kUntouched;
+        ASSERT_EQ(down[p * ldd + j], want) << "pairs_down word p " << p << " j " << j;
+      }
+  }
 }
 
 TEST(GemmBf16, NarrowerIsaOrWidenFlagTurnsNativeOff) {

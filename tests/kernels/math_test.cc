@@ -14,6 +14,8 @@
 #include "graph/op_table.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/common/half.h"
+#include "kernels/cpu/avx512_lanes.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/executor.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -228,6 +230,64 @@ TEST(MathKernels, ExpOfNonPositiveWithinOneAndAHalfUlp) {
   EXPECT_EQ(math::exp_nonpositive(-INFINITY), 0.f);
   EXPECT_TRUE(std::isnan(math::exp_nonpositive(NAN)));
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The 16-lane forms of kernels/cpu/avx512_lanes.h (the bf16 attention and GEMM) on 16 inputs: bf16
+// rounding of x, exp_nonpositive of -|x|, the bf16 -> double widening of the first 8 rounded
+// values. Only the lane functions run in this AVX-512 function; the scalar references run outside
+// it (inlined here, GCC would contract their a * b + c into FMAs).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target(OTTER_TARGET_BF16), noinline)) void lane_outputs(const float* x, uint16_t* rounded,
+                                                                        float* exps, double* wide) {
+  const __m512 v = _mm512_loadu_ps(x);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(rounded), cpu::lanes::round_to_bf16(v));
+  _mm512_storeu_ps(exps, cpu::lanes::exp_nonpositive(_mm512_abs_ps(v) * -1.f));
+  _mm512_storeu_pd(wide, cpu::lanes::widen_bf16_8(rounded));
+}
+__attribute__((target(OTTER_TARGET_BF16), noinline)) float lane_row_max(const float* x, int64_t n) {
+  return cpu::lanes::row_max(x, n);
+}
+#pragma GCC diagnostic pop
+
+// Bit for bit the scalar functions, on a sample of every float (NaN, infinities and subnormals
+// included): exp_nonpositive on z <= 0 (and NaN), bf16 rounding on any float, the widening; and
+// the row maximum, which passes a NaN over.
+TEST(MathKernels, Avx512LanesMatchTheScalarFunctions) {
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
+  float in[16], exps[16];
+  uint16_t rounded[16];
+  double wide[8];
+  int64_t checked = 0;
+  auto check = [&] {
+    lane_outputs(in, rounded, exps, wide);
+    for (int l = 0; l < 16; ++l) {
+      ASSERT_EQ(rounded[l], float_to_bf16(in[l])) << "round_to_bf16 of " << in[l];
+      const float z = -std::fabs(in[l]);
+      ASSERT_EQ(float_bits(exps[l]), float_bits(math::exp_nonpositive(z))) << "exp_nonpositive of " << z;
+    }
+    for (int l = 0; l < 8; ++l) {
+      const double want = bf16_to_float(rounded[l]);
+      ASSERT_TRUE(wide[l] == want || (std::isnan(wide[l]) && std::isnan(want))) << "widening of " << rounded[l];
+    }
+    checked += 16;
+  };
+  for (uint64_t b = 0; b <= 0xffffffffu; b += 16 * 4099) {
+    for (int l = 0; l < 16; ++l) in[l] = bits_float(static_cast<uint32_t>(b + l * 4099));
+    check();
+  }
+  const float edges[16] = {0.f, -0.f, -1e-40f, -87.f, -87.5f, -100.f, -INFINITY, NAN, 1.f, 0.5f, -88.f, 3e38f,
+                           -1e-7f, 65504.f, 1.00390625f, 1.01171875f};
+  std::copy(edges, edges + 16, in);
+  check();
+  const float row[19] = {1, NAN, -3, 7, 2, -INFINITY, 0, 5, 6.5f, 7.25f, 1, 1, 1, 1, 1, 1, 1, 8, NAN};
+  EXPECT_EQ(lane_row_max(row, 17), 7.25f);
+  EXPECT_EQ(lane_row_max(row, 19), 8.f);  // a masked tail load, and a NaN passed over
+  EXPECT_EQ(lane_row_max(row, 0), -INFINITY);
+  std::printf("avx512 lanes: %lld floats, bit for bit\n", static_cast<long long>(checked));
+}
+#endif
 
 TEST(MathKernels, SigmoidWithinThreeUlp) {
   // SigmoidOp (kernels/common/elementwise.h) on every 97th float of each sign up to |x| = 87,
