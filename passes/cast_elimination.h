@@ -11,8 +11,10 @@
 //     meets a narrowing one leaves a round trip the next step drops (cast_motion.h);
 //   - a float32 ai.otter.BiasGelu between a widening Cast of a half X and Casts of its output back
 //     to that type reads and writes the half type, its bias float32; BiasGeluGrad reads half dY
-//     and X and writes float32 dX (its bias gradient sums it); a bias Add of a widened half X becomes ai.otter.BiasAdd, which
-//     writes float32, or the half type where every reader casts the sum back; a ReduceSum of a
+//     and X and writes float32 dX (its bias gradient sums it); an Add of a widened half X and a
+//     float32 value of X's trailing shape (a Linear bias, or a gradient sum of X's shape) becomes
+//     ai.otter.BiasAdd, which writes float32, or the half type where every reader casts the sum
+//     back; a ReduceSum of a
 //     widened half value becomes ai.otter.ReduceSumF32, which reads the half value (counter
 //     casts_fused); the math stays float32;
 // then over every Cast node, in order:

@@ -125,16 +125,25 @@ bool fuse_bias_gelu_grad(Node* n) {
   return true;
 }
 
-// The 1-D float32 bias and the half x of Add(bias, Cast(x, f32)) (either order), the bias along
-// x's last axis and the sum of x's shape; {nullptr, nullptr} otherwise.
+// The float32 bias and the half x of Add(bias, Cast(x, f32)) (either order), the bias of x's
+// trailing shape (1-D along the last axis up to x's whole shape) and the sum of x's shape; a bias
+// Cast(h, f32) of a half h of x's type comes back as h. {nullptr, nullptr} otherwise.
 std::pair<Value*, Value*> bias_and_half(const Node* add) {
   for (int i = 0; i < 2; ++i) {
     Value *bias = add->input(i), *x = widened_half(add->input(1 - i));
     if (!x || bias->dtype() != DataType::kFloat32) continue;
     const Shape &bs = bias->shape(), &xs = x->shape();
-    if (!bs.is_static() || bs.rank() != 1 || !xs.rank_known || xs.rank() < 1 || !xs.dims.back().is_static() ||
-        xs.dims.back().value != bs.dims[0].value || !(xs == add->output(0)->shape()))
+    if (!bs.is_static() || bs.rank() < 1 || !xs.rank_known || xs.rank() < bs.rank() || !(xs == add->output(0)->shape()))
       continue;
+    bool trailing = true;  // the bias has x's trailing shape: it broadcasts over x's leading axes only
+    for (int64_t i = 1; trailing && i <= bs.rank(); ++i) {
+      const Dim& d = xs.dims[xs.rank() - i];
+      trailing = d.is_static() && d.value == bs.dims[bs.rank() - i].value && d.value > 0;
+    }
+    if (!trailing) continue;
+    // A bias that is itself a widened value of x's type is read as it is: the float32 sum of two
+    // widened halves is the one Add(Cast, Cast) computes.
+    if (Value* hb = widened_half(bias); hb && hb->dtype() == x->dtype()) bias = hb;
     return {bias, x};
   }
   return {nullptr, nullptr};

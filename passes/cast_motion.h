@@ -32,8 +32,9 @@ int64_t move_casts(Graph& g);
 //                                                                   back to x's type)
 //   BiasGeluGrad(Cast(dy, f32), Cast(x, f32), b) -> BiasGeluGrad(dy, x, b): f32 (dy, x one half type)
 //   Add(b, Cast(x, f32))                   -> BiasAdd(x, b) {to=f32}, or BiasAdd(x, b): half where
-//                                             every reader casts the sum back (b 1-D along x's
-//                                             last axis, the sum of x's shape)
+//                                             every reader casts the sum back (b of x's trailing
+//                                             shape: a Linear bias, or a whole float32 tensor such
+//                                             as a gradient sum; the sum of x's shape)
 //   ReduceSum(Cast(x, f32), axes)          -> ReduceSumF32(x, axes)   (a bias gradient's sum)
 // The kernels widen x and dy exactly, compute in float32 as before, and round once.
 // Returns how many nodes changed.

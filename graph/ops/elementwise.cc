@@ -442,13 +442,27 @@ void grad_bias_gelu(GradContext& c) {
 }
 
 // ---- ai.otter.BiasAdd (cast-elimination makes it, passes/cast_elimination.h) -------------------
-//   BiasAdd(X, bias) {to?} -> Y = X + bias (bias 1-D along X's last axis), summed in the wider type,
-//   rounded once to `to` (X's type, or float32 for a half X): Add(bias, Cast(X, f32)), or that sum
-//   cast back; a mixed-precision GEMM's Linear bias without the Casts around it.
+//   BiasAdd(X, bias) {to?} -> Y = X + bias, bias of X's trailing shape (1-D along X's last axis, up
+//   to X's whole shape) broadcast over the leading axes, summed in the wider type, rounded once to
+//   `to` (X's type, or float32 for a half X): Add(bias, Cast(X, f32)), or that sum cast back; a
+//   mixed-precision GEMM's Linear bias, or a float32 gradient sum taking a half GEMM's gradient,
+//   without the Casts around it.
 void infer_bias_add(InferContext& ctx) {
   infer::check_arity(ctx, 2, 2);
   if (!ctx.has_input(1)) ctx.error("input 1 (bias) is required");
-  check_bias_gelu_inputs(ctx, 0);
+  infer::check_type(ctx, 0, Types::kFloat);
+  const DataType xt0 = ctx.in_dtype(0), bt = ctx.in_dtype(1);
+  if (!((xt0 == DataType::kFloat16 || xt0 == DataType::kBFloat16) && bt == DataType::kFloat32))
+    infer::check_same_type(ctx, 0, 1);
+  const Shape &xs = ctx.in_shape(0), &bs = ctx.in_shape(1);
+  if (bs.rank_known && bs.rank() < 1) ctx.error("the bias must have rank >= 1, got a scalar");
+  if (bs.rank_known && xs.rank_known) {
+    if (bs.rank() > xs.rank())
+      ctx.error(str_cat("the bias ", bs.to_string(), " has more axes than X ", xs.to_string()));
+    for (int64_t i = 1; i <= bs.rank(); ++i)
+      infer::check_dims_match(ctx, bs.dims[bs.rank() - i], xs.dims[xs.rank() - i],
+                              "the bias's shape is not X's trailing shape");
+  }
   const DataType xt = ctx.in_dtype(0);
   DataType to = xt;
   if (ctx.node().has_attr("to")) {
@@ -492,7 +506,7 @@ void register_bias_gelu_ops(OpTable& t) {
   a.inplace = true;  // Y[j] reads X[j] only (and the bias); the planner checks the sizes agree
   a.grad_kind = GradKind::kRule;
   a.grad = grad_bias_add;
-  a.summary = "BiasAdd(X, bias) {to?} -> Y: X + bias along X's last axis, rounded once to `to` (X's type or "
+  a.summary = "BiasAdd(X, bias) {to?} -> Y: X + bias of X's trailing shape, rounded once to `to` (X's type or "
               "float32)";
   t.add(a);
 }

@@ -49,15 +49,23 @@ inline DataType bias_add_to_attr(const Node& n) {
   return n.has_attr("to") ? dtype_from_onnx(static_cast<int>(n.attr_i("to", 0))) : DataType::kUndefined;
 }
 
-// ai.otter.BiasAdd(X, bias) {to?}: the bias (required; as BiasGelu's) and the output type, `to`
-// (kUndefined when the attribute is absent: X's type) checked to be X's type or float32 for a half
-// X. Returns the bias length and the output type.
+// ai.otter.BiasAdd(X, bias) {to?}: the bias (required; X's type, or float32 for a half X; of X's
+// trailing shape, rank >= 1) and the output type, `to` (kUndefined when the attribute is absent:
+// X's type) checked to be X's type or float32 for a half X. Returns the bias's element count (the
+// bias element of X's flat index j is bias[j % count]) and the output type.
 inline std::pair<int64_t, DataType> check_bias_add(const KernelContext& ctx, DataType to_attr) {
   const Tensor& x = ctx.input(0);
-  const int64_t cols = check_bias_gelu_bias(ctx, 0);
-  if (!cols) ctx.error("needs a bias");
-  const DataType to = to_attr == DataType::kUndefined ? x.dtype() : to_attr;
+  if (!ctx.has_input(1)) ctx.error("needs a bias");
+  const Tensor& b = ctx.input(1);
   const bool half_x = x.dtype() == DataType::kFloat16 || x.dtype() == DataType::kBFloat16;
+  const size_t br = b.dims().size(), xr = x.dims().size();
+  bool shape_ok = br >= 1 && br <= xr && b.numel() > 0;
+  for (size_t i = 1; shape_ok && i <= br; ++i) shape_ok = b.dims()[br - i] == x.dims()[xr - i];
+  if (!(b.dtype() == x.dtype() || (half_x && b.dtype() == DataType::kFloat32)) || !shape_ok)
+    ctx.error(str_cat("bias ", b.describe(), " must have X's trailing shape and X's dtype (or float32 for a half X), X ",
+                      x.describe()));
+  const int64_t cols = b.numel();
+  const DataType to = to_attr == DataType::kUndefined ? x.dtype() : to_attr;
   if (to != x.dtype() && !(half_x && to == DataType::kFloat32))
     ctx.error(str_cat("to must be X's type, or float32 for a half X; got ", dtype_name(to), " for ", x.describe()));
   return {cols, to};

@@ -439,6 +439,11 @@ std::vector<Case> grad_cases() {
   cs.push_back(train_op("BiasAdd_f32_bias", "BiasAdd", {T({3, 5, 9}), of(F32, {9})}, {F16, BF16}));
   cs.push_back(train_op("BiasAdd_to_f32", "BiasAdd", {T({3, 5, 9}), of(F32, {9})}, {F16, BF16},
                         {{"to", Attribute(int64_t{1})}}));
+  // cast-elimination's gradient sums: a float32 operand of X's whole shape, or X's own half type.
+  cs.push_back(train_op("BiasAdd_whole_f32", "BiasAdd", {T({3, 5, 9}), of(F32, {3, 5, 9})}, {F16, BF16},
+                        {{"to", Attribute(int64_t{1})}}));
+  cs.push_back(train_op("BiasAdd_whole_half", "BiasAdd", {T({3, 5, 9}), T({5, 9})}, {F16, BF16},
+                        {{"to", Attribute(int64_t{1})}}));
   grad("SoftplusGrad_plain", "SoftplusGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("SoftsignGrad_plain", "SoftsignGrad", {T({4, 9}), Tu({4, 9}, -10, 10)});
   grad("AbsGrad_with_zeros", "AbsGrad", {T({5}), Tv({5}, {-2, 0, 3, 0, -1})});

@@ -308,6 +308,29 @@ TEST(GradKernels, BiasGeluAndBiasAddOnAHalfXWithAFloat32BiasAreTheCastFloat32Ops
       differ += to_f32.get_as_double(i) != sum.get_as_double(i) || to_half.get_as_double(i) != half_ref.get_as_double(i);
     EXPECT_EQ(differ, 0) << "BiasAdd in " << dtype_name(t);
   }
+  // BiasAdd with a "bias" of X's trailing shape beyond one axis (cast-elimination's gradient sums):
+  // [11, 67] and X's whole shape, float32 or X's own half type; Add of the widened operands, bit for bit.
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    const Tensor xt = rounded(x, t), xw = widened(xt, DataType::kFloat32);
+    const Tensor whole = random_f32({7, 11, 67}, 6, -3, 3), rows = random_f32({11, 67}, 7, -3, 3);
+    const Tensor whole_half = rounded(whole, t);
+    for (const Tensor& b2 : {whole, rows, whole_half}) {
+      const Tensor bw = b2.dtype() == t ? widened(b2, DataType::kFloat32) : b2;
+      const Tensor sum = run_op({.op = "Add", .inputs = {xw, bw}})[0];
+      const Tensor got = run_op({.op = "BiasAdd", .inputs = {xt, b2}, .attrs = {{"to", Attribute(int64_t{1})}},
+                                 .domain = "ai.otter", .infer = true})[0];
+      ASSERT_EQ(got.dtype(), DataType::kFloat32);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) differ += got.get_as_double(i) != sum.get_as_double(i);
+      EXPECT_EQ(differ, 0) << "BiasAdd in " << dtype_name(t) << " with bias " << b2.describe();
+    }
+    // A bias that does not have X's trailing shape: broadcast along the last axis, more axes than X.
+    for (const Tensor& bad : {random_f32({7, 11, 1}, 8, -1, 1), random_f32({2, 7, 11, 67}, 9, -1, 1)}) {
+      EXPECT_THROW(run_op({.op = "BiasAdd", .inputs = {xt, bad}, .domain = "ai.otter", .infer = true}), Error)
+          << bad.describe();
+      EXPECT_THROW(run_op({.op = "BiasAdd", .inputs = {xt, bad}, .domain = "ai.otter"}), Error) << bad.describe();
+    }
+  }
   // The type rules refuse what the kernels do not compute: float32 output of a float64 X, BiasAdd
   // without its bias, ReduceSumF32 of float64.
   const Tensor x64 = widened(x, DataType::kFloat64), b64 = widened(b, DataType::kFloat64);

@@ -582,9 +582,11 @@ TEST(GradCheck, BiasGeluBiasOnly) {  // X a constant: only the bias takes a grad
 }
 
 // ai.otter.BiasAdd (graph/ops/elementwise.cc, made by cast-elimination): dX = dY, dbias = dY summed
-// over the leading axes.
+// over the leading axes; a bias of X's trailing 2 axes, and of X's whole shape (no sum).
 TEST(GradCheck, BiasAdd) {
   check_gradients_both({.op = "BiasAdd", .domain = kOtterDomain, .shapes = {{2, 3, 5}, {5}}});
+  check_gradients_both({.op = "BiasAdd", .domain = kOtterDomain, .shapes = {{2, 3, 5}, {3, 5}}});
+  check_gradients_both({.op = "BiasAdd", .domain = kOtterDomain, .shapes = {{2, 3, 5}, {2, 3, 5}}});
 }
 
 }  // namespace

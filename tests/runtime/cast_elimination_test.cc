@@ -1,7 +1,8 @@
 // cast-elimination in the bf16 and fp16 training pipelines (passes/cast_elimination.h): on the
 // shipped GPT its rewrites are exact, so 5 AdamW steps give the same losses and leave every
 // parameter, moment and half copy with the same bits as the pipeline without the pass; and the
-// pass did rewrite the graph: fewer Casts, no Transpose of float32 data, BiasGelu on the half type.
+// pass did rewrite the graph: fewer Casts, no Transpose of float32 data, BiasGelu on the half type,
+// the gradient sums of half GEMM gradients without widening Casts.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -15,7 +16,7 @@ namespace otter {
 namespace {
 
 struct GraphCounts {
-  int64_t casts = 0, f32_transposes = 0, half_bias_gelu = 0, half_bias_gelu_grad = 0;
+  int64_t casts = 0, f32_transposes = 0, half_bias_gelu = 0, half_bias_gelu_grad = 0, half_sums = 0;
 };
 
 GraphCounts count(const Graph& g) {
@@ -27,6 +28,8 @@ GraphCounts count(const Graph& g) {
     c.f32_transposes += op == "Transpose" && n->output(0)->dtype() == DataType::kFloat32;
     c.half_bias_gelu += op == "BiasGelu" && half;
     c.half_bias_gelu_grad += op == "BiasGeluGrad" && half;
+    // A gradient sum taking a half GEMM gradient: BiasAdd with a "bias" of X's whole shape.
+    c.half_sums += op == "BiasAdd" && half && n->input(1)->shape().rank() == n->input(0)->shape().rank();
   }
   return c;
 }
@@ -71,6 +74,10 @@ void expect_exact(Precision precision) {
   EXPECT_EQ(counts[0].half_bias_gelu + counts[0].half_bias_gelu_grad, 0);
   EXPECT_EQ(counts[1].half_bias_gelu, 2);
   EXPECT_EQ(counts[1].half_bias_gelu_grad, 2);
+  // Each block's LayerNorm output gradient sums the q, k and v GEMMs' half dX: two BiasAdds, the
+  // first reading both halves, the second the half q gradient and that float32 sum.
+  EXPECT_EQ(counts[0].half_sums, 0);
+  EXPECT_EQ(counts[1].half_sums, 4);
 }
 
 TEST(CastElimination, Bf16GptTrainsToTheSameBits) { expect_exact(Precision::kBf16); }
