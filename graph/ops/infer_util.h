@@ -146,4 +146,5 @@ namespace otter {
 void register_data_movement_ops(OpTable& t);
 void register_matmul_conv_ops(OpTable& t);
 void register_quantization_ops(OpTable& t);  // graph/ops/quantization.cc, by register_integer_ops
+void register_bias_gelu_ops(OpTable& t);  // graph/ops/bias.cc, by register_elementwise_ops
 }  // namespace otter
