@@ -4,7 +4,7 @@
 // per element at most about k * 2^-24 * sum_k |a||b| (plus alpha/beta roundings); the tests allow
 // 2x that bound and check it is not vacuous (the float32 result is not the float64 one bitwise).
 // The shapes cross every edge of the blocking: rows and columns not multiples of the 12 x 32
-// micro-tile, odd k, k beyond one 512-deep block (a single element left over at k = 513), n beyond
+// micro-tile, odd k, k beyond one 1024-deep block (a single element left over at k = 1025), n beyond
 // one 2048-column panel, all four transposition cases, beta 0 / 1 / other, strided leading
 // dimensions. An odd leading dimension or depth, or a last partial 12-row strip, makes the GEMM pack
 // a row-major A that it otherwise reads in place; both occur.
@@ -102,11 +102,11 @@ std::vector<Case> cases() {
       v.push_back({12, 32, 2, ta, tb, 1.f, 0.f});
       v.push_back({13, 33, 7, ta, tb, 1.f, 0.f});
       v.push_back({37, 70, 301, ta, tb, 0.5f, 1.f, 3});
-      v.push_back({100, 65, 513, ta, tb, 1.f, 0.25f});
+      v.push_back({100, 65, 1025, ta, tb, 1.f, 0.25f});
     }
   v.push_back({200, 2100, 64, false, false, 1.f, 0.f});  // two column panels
-  v.push_back({257, 96, 1024, false, true, 1.f, 1.f});  // two depth blocks
-  v.push_back({130, 40, 700, true, false, 1.f, 0.f});   // two depth blocks, beta 0 (partial sums in C)
+  v.push_back({257, 96, 2048, false, true, 1.f, 1.f});  // two depth blocks
+  v.push_back({130, 40, 1400, true, false, 1.f, 0.f});  // two depth blocks, beta 0 (partial sums in C)
   v.push_back({5, 3, 0, false, false, 1.f, 0.5f});      // k = 0: C = beta * C
   return v;
 }
