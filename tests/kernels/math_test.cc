@@ -249,6 +249,9 @@ __attribute__((target(OTTER_TARGET_BF16), noinline)) void lane_outputs(const flo
 __attribute__((target(OTTER_TARGET_BF16), noinline)) float lane_row_max(const float* x, int64_t n) {
   return cpu::lanes::row_max(x, n);
 }
+__attribute__((target(OTTER_TARGET_BF16), noinline)) void lane_exp_fma(const float* z, float* e) {
+  _mm512_storeu_ps(e, cpu::lanes::exp_nonpositive_fma(_mm512_loadu_ps(z)));
+}
 #pragma GCC diagnostic pop
 
 // Bit for bit the scalar functions, on a sample of every float (NaN, infinities and subnormals
@@ -286,6 +289,42 @@ TEST(MathKernels, Avx512LanesMatchTheScalarFunctions) {
   EXPECT_EQ(lane_row_max(row, 19), 8.f);  // a masked tail load, and a NaN passed over
   EXPECT_EQ(lane_row_max(row, 0), -INFINITY);
   std::printf("avx512 lanes: %lld floats, bit for bit\n", static_cast<long long>(checked));
+}
+
+// The fused-multiply-add exp of the bf16 attention: within 1.5 ulp of e^z on [-87, 0] (as the
+// scalar exp_nonpositive), 1 at 0, 0 below -87 and at -inf, NaN for NaN.
+TEST(MathKernels, Avx512FmaExpWithinOneAndAHalfUlp) {
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
+  double worst = 0, worst_at = 0;
+  float z[16], e[16];
+  int fill = 0;
+  auto flush = [&] {
+    lane_exp_fma(z, e);
+    for (int l = 0; l < fill; ++l) {
+      const double u = ulps(e[l], std::exp(static_cast<double>(z[l])));
+      if (u > worst) worst = u, worst_at = z[l];
+    }
+    fill = 0;
+  };
+  for (uint32_t b = 0; b <= float_bits(87.0f); b += 37) {
+    z[fill++] = -bits_float(b);
+    if (fill == 16) flush();
+  }
+  flush();
+  EXPECT_LE(worst, 1.5) << "at z = " << worst_at;
+  std::printf("fma exp: at most %.3f ulp on [-87, 0] (at z = %.9g)\n", worst, worst_at);
+  const float special[16] = {0.f, -0.f, -87.5f, -100.f, -INFINITY, NAN, -1e-30f, -1.f,
+                             0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  std::copy(special, special + 16, z);
+  lane_exp_fma(z, e);
+  EXPECT_EQ(e[0], 1.f);
+  EXPECT_EQ(e[1], 1.f);
+  EXPECT_EQ(e[2], 0.f);
+  EXPECT_EQ(e[3], 0.f);
+  EXPECT_EQ(e[4], 0.f);
+  EXPECT_TRUE(std::isnan(e[5]));
+  EXPECT_EQ(e[6], 1.f);
+  EXPECT_NEAR(e[7], std::exp(-1.0), 1e-7);
 }
 #endif
 
