@@ -62,8 +62,8 @@ inline std::pair<int64_t, DataType> check_bias_add(const KernelContext& ctx, Dat
   bool shape_ok = br >= 1 && br <= xr && b.numel() > 0;
   for (size_t i = 1; shape_ok && i <= br; ++i) shape_ok = b.dims()[br - i] == x.dims()[xr - i];
   if (!(b.dtype() == x.dtype() || (half_x && b.dtype() == DataType::kFloat32)) || !shape_ok)
-    ctx.error(str_cat("bias ", b.describe(), " must have X's trailing shape and X's dtype (or float32 for a half X), X ",
-                      x.describe()));
+    ctx.error(str_cat("bias ", b.describe(),
+                      " must have X's trailing shape and X's dtype (or float32 for a half X), X ", x.describe()));
   const int64_t cols = b.numel();
   const DataType to = to_attr == DataType::kUndefined ? x.dtype() : to_attr;
   if (to != x.dtype() && !(half_x && to == DataType::kFloat32))

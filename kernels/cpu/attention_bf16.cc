@@ -72,7 +72,8 @@ void round_row(const float* x, int64_t n, u16* y) {
 __attribute__((target(OTTER_TARGET_BF16))) double dot_bf16_f64(const u16* a, const u16* b, int64_t n) {
   __m512d acc = _mm512_setzero_pd();
   int64_t c = 0;
-  for (; c + 8 <= n; c += 8) acc = _mm512_add_pd(acc, _mm512_mul_pd(cpu::lanes::widen_bf16_8(a + c), cpu::lanes::widen_bf16_8(b + c)));
+  for (; c + 8 <= n; c += 8)
+    acc = _mm512_add_pd(acc, _mm512_mul_pd(cpu::lanes::widen_bf16_8(a + c), cpu::lanes::widen_bf16_8(b + c)));
   alignas(64) double lane[8];
   _mm512_store_pd(lane, acc);
   double s = 0;
@@ -253,16 +254,19 @@ __attribute__((target(OTTER_TARGET_BF16))) void probabilities(float* p, int64_t 
 // dS = P * (dP - rowsum(dY * Y)) for a block's rows (row stride ld), dP given in ds: rounded
 // straight into ds16 (row stride even(cols)) where it is given, else into ds in place.
 __attribute__((target(OTTER_TARGET_BF16))) void score_grads(float* ds, const float* p, int64_t ld, const float* di,
-                                                             int64_t rows, int64_t cols, u16* ds16) {
+                                                            int64_t rows, int64_t cols, u16* ds16) {
   for (int64_t i = 0; i < rows; ++i) {
     float* g = ds + i * ld;
     const float* pr = p + i * ld;
     const __m512 d = _mm512_set1_ps(di[i]);
     for (int64_t j = 0; j < cols; j += 16) {
       const __mmask16 k = cpu::lanes::first(cols - j);
-      const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, g + j), d));
-      if (ds16) _mm256_mask_storeu_epi16(ds16 + i * even(cols) + j, k, cpu::lanes::round_to_bf16(x));
-      else _mm512_mask_storeu_ps(g + j, k, x);
+      const __m512 x =
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(k, pr + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, g + j), d));
+      if (ds16)
+        _mm256_mask_storeu_epi16(ds16 + i * even(cols) + j, k, cpu::lanes::round_to_bf16(x));
+      else
+        _mm512_mask_storeu_ps(g + j, k, x);
     }
     if (ds16 && cols % 2) ds16[i * even(cols) + cols] = 0;
   }

@@ -305,7 +305,8 @@ TEST(GradKernels, BiasGeluAndBiasAddOnAHalfXWithAFloat32BiasAreTheCastFloat32Ops
     ASSERT_EQ(to_half.dtype(), t);
     int64_t differ = 0;
     for (int64_t i = 0; i < x.numel(); ++i)
-      differ += to_f32.get_as_double(i) != sum.get_as_double(i) || to_half.get_as_double(i) != half_ref.get_as_double(i);
+      differ +=
+          to_f32.get_as_double(i) != sum.get_as_double(i) || to_half.get_as_double(i) != half_ref.get_as_double(i);
     EXPECT_EQ(differ, 0) << "BiasAdd in " << dtype_name(t);
   }
   // BiasAdd with a "bias" of X's trailing shape beyond one axis (cast-elimination's gradient sums):
@@ -317,8 +318,11 @@ TEST(GradKernels, BiasGeluAndBiasAddOnAHalfXWithAFloat32BiasAreTheCastFloat32Ops
     for (const Tensor& b2 : {whole, rows, whole_half}) {
       const Tensor bw = b2.dtype() == t ? widened(b2, DataType::kFloat32) : b2;
       const Tensor sum = run_op({.op = "Add", .inputs = {xw, bw}})[0];
-      const Tensor got = run_op({.op = "BiasAdd", .inputs = {xt, b2}, .attrs = {{"to", Attribute(int64_t{1})}},
-                                 .domain = "ai.otter", .infer = true})[0];
+      const Tensor got = run_op({.op = "BiasAdd",
+                                 .inputs = {xt, b2},
+                                 .attrs = {{"to", Attribute(int64_t{1})}},
+                                 .domain = "ai.otter",
+                                 .infer = true})[0];
       ASSERT_EQ(got.dtype(), DataType::kFloat32);
       int64_t differ = 0;
       for (int64_t i = 0; i < x.numel(); ++i) differ += got.get_as_double(i) != sum.get_as_double(i);
