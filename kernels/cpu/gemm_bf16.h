@@ -25,13 +25,16 @@ std::string describe_bf16_gemm();
 // C[m,n] = alpha * op(A)[m,k] op(B)[k,n] + beta * C: A and B bfloat16 (their bits), C float32, all
 // row-major with leading dimensions as in gemm() (gemm.h). With beta == 0, C's old contents are not
 // read. Runs on the bf16 units where bf16_gemm_native(), else as gemm_bf16_widened.
+// `read_later`: C is read again only much later (a weight gradient, read at the optimizer step), so
+// the native path may write a large C (512 KiB or more, beta 0, k <= 1024, 64-byte-aligned rows)
+// with streaming stores past the caches; the values are the same.
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,
-               int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+               int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, bool read_later = false);
 
 // Y[m,n] = bf16(alpha * op(A) op(B) + beta * C), rounded once (float_to_bf16, graph/half.h) from
 // the same float32 sums gemm_bf16 makes: bit for bit gemm_bf16 into C followed by rounding C. C
 // (float32, [m, ldc]) is read when beta != 0 and holds partial sums when k spans several depth
-// blocks; on the native path with k <= 512 and beta == 0 it is not touched. C may be null when
+// blocks; on the native path with k <= 1024 and beta == 0 it is not touched. C may be null when
 // beta == 0: the function then keeps the sums it needs in a buffer of the calling thread. Y's row
 // stride is ldy.
 void gemm_bf16_round(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a,

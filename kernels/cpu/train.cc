@@ -139,10 +139,11 @@ void gemm_accumulate_kernel(KernelContext& ctx) {
   ctx.alias_output(0, acc, acc.dims());
   Tensor out = acc;
   if (a.dtype() == DataType::kBFloat16 && b.dtype() == a.dtype() && acc.dtype() == DataType::kFloat32) {
-    // bf16 products summed in float32 into the accumulator (kernels/cpu/gemm_bf16.h).
+    // bf16 products summed in float32 into the accumulator (kernels/cpu/gemm_bf16.h), which is read
+    // next by the following micro-step's GEMM or by the optimizer at the end of the step.
     cpu::gemm_bf16(ta, tb, m, n, k, static_cast<float>(alpha), static_cast<const uint16_t*>(a.raw()), ta ? m : k,
                    static_cast<const uint16_t*>(b.raw()), tb ? k : n, ctx.first_micro_step ? 0.f : 1.f,
-                   out.data<float>(), n);
+                   out.data<float>(), n, /*read_later=*/true);
     return;
   }
   if (a.dtype() != acc.dtype() || b.dtype() != acc.dtype())

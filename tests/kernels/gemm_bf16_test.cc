@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <tuple>
 #include <vector>
@@ -59,6 +60,12 @@ Operands operands(const Case& t, uint64_t seed_a, uint64_t seed_b, uint64_t seed
   std::normal_distribution<float> d(0.f, 1.f);
   for (auto& x : o.c) x = d(rng);
   return o;
+}
+
+// cpu::gemm_bf16 with its default arguments, as a callable check_case can take.
+void plain_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t lda,
+                const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cpu::gemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Runs one case through `gemm` and checks every element against float64.
@@ -113,7 +120,7 @@ std::vector<Case> cases() {
 
 TEST(GemmBf16, WideningPathMatchesFloat64) {
   cpu::set_bf16_gemm_widened(true);
-  for (const Case& t : cases()) check_case(t, cpu::gemm_bf16, "widened");
+  for (const Case& t : cases()) check_case(t, plain_gemm, "widened");
   cpu::set_bf16_gemm_widened(false);
 }
 
@@ -123,7 +130,7 @@ TEST(GemmBf16, NativePathMatchesFloat64) {
   cpu::set_active_isa(cpu::Isa::kAvx512);
   cpu::set_bf16_gemm_widened(false);
   ASSERT_TRUE(cpu::bf16_gemm_native()) << cpu::describe_bf16_gemm();
-  for (const Case& t : cases()) check_case(t, cpu::gemm_bf16, "native");
+  for (const Case& t : cases()) check_case(t, plain_gemm, "native");
   cpu::set_active_isa(saved);
 }
 
@@ -140,7 +147,7 @@ TEST(GemmBf16, NativePathSplitsRowsAtAnyThreadCount) {
     omp_set_num_threads(nt);
     for (const Case& t : {Case{1033, 96, 600, false, false, 1.f, 0.f}, Case{1033, 64, 300, true, true, 1.f, 1.f},
                           Case{130, 200, 96, false, true, 1.f, 0.f}, Case{30, 700, 64, false, false, 1.f, 0.f}})
-      check_case(t, cpu::gemm_bf16, nt == 3 ? "native, 3 threads" : "native, 5 threads");
+      check_case(t, plain_gemm, nt == 3 ? "native, 3 threads" : "native, 5 threads");
   }
   omp_set_num_threads(threads);
   cpu::set_active_isa(saved);
@@ -229,6 +236,34 @@ TEST(GemmBf16, PackingHelpersMatchTheirDefinitions) {
         ASSERT_EQ(down[p * ldd + j], want) << "pairs_down word p " << p << " j " << j;
       }
   }
+}
+
+// A C marked read_later (gemm_bf16.h) that the native path writes with streaming stores: 64-byte
+// aligned, 256 x 1024 float32 (1 MiB), beta 0, k within one depth block; and one it must write
+// with ordinary stores (a row stride not a multiple of 16 floats). Both hold the bits the
+// ordinary path computes, and the stride's padding is not written.
+TEST(GemmBf16, StreamedOutputHasTheSameBits) {
+  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
+  const cpu::Isa saved = cpu::active_isa();
+  cpu::set_active_isa(cpu::Isa::kAvx512);
+  const int64_t m = 256, n = 1024, k = 700;
+  const std::vector<uint16_t> a = random_bf16(k * m, 41), b = random_bf16(k * n, 42);
+  for (int64_t ldc : {n, n + 4}) {
+    float* streamed = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(m * ldc) * sizeof(float)));
+    std::vector<float> plain(static_cast<size_t>(m * ldc), -7.f);
+    std::fill(streamed, streamed + m * ldc, -7.f);
+    cpu::gemm_bf16(true, false, m, n, k, 1.f, a.data(), m, b.data(), n, 0.f, plain.data(), ldc);
+    cpu::gemm_bf16(true, false, m, n, k, 1.f, a.data(), m, b.data(), n, 0.f, streamed, ldc, /*read_later=*/true);
+    int64_t differ = 0, nonzero = 0;
+    for (int64_t i = 0; i < m * ldc; ++i) {
+      differ += float_bits(streamed[i]) != float_bits(plain[i]);
+      nonzero += i % ldc < n && streamed[i] != 0.f;
+    }
+    EXPECT_EQ(differ, 0) << "ldc " << ldc;
+    EXPECT_GT(nonzero, m * n / 2) << "ldc " << ldc;
+    std::free(streamed);
+  }
+  cpu::set_active_isa(saved);
 }
 
 TEST(GemmBf16, NarrowerIsaOrWidenFlagTurnsNativeOff) {
