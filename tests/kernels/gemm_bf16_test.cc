@@ -220,7 +220,7 @@ TEST(GemmBf16, PackingHelpersMatchTheirDefinitions) {
     cpu::bf16blk::pairs_across_transposed(x.data(), ldx, sh.m, sh.k, out.data(), ldo);
     for (int64_t p = 0; p < kp; ++p)
       for (int64_t i = 0; i < ldo; ++i) {
-        const uint32_t hi = 2 * p + 1 < sh.k ? x[i * ldx + 2 * p + 1] : 0u;
+        const uint32_t hi = i < sh.m && 2 * p + 1 < sh.k ? x[i * ldx + 2 * p + 1] : 0u;
         const uint32_t want = i < sh.m ? (x[i * ldx + 2 * p] | hi << 16) : kUntouched;
         ASSERT_EQ(out[p * ldo + i], want) << "pairs_across_transposed word p " << p << " i " << i;
       }
@@ -231,7 +231,7 @@ TEST(GemmBf16, PackingHelpersMatchTheirDefinitions) {
     cpu::bf16blk::pairs_down(x.data(), ldx, rows, cols, down.data(), ldd);
     for (int64_t p = 0; p < rp; ++p)
       for (int64_t j = 0; j < ldd; ++j) {
-        const uint32_t hi = 2 * p + 1 < rows ? x[(2 * p + 1) * ldx + j] : 0u;
+        const uint32_t hi = j < cols && 2 * p + 1 < rows ? x[(2 * p + 1) * ldx + j] : 0u;
         const uint32_t want = j < cols ? (x[2 * p * ldx + j] | hi << 16) : kUntouched;
         ASSERT_EQ(down[p * ldd + j], want) << "pairs_down word p " << p << " j " << j;
       }
