@@ -47,8 +47,22 @@ std::vector<std::pair<std::string, testing::OpCall>> op_cases() {
   using testing::OpCall;
   const Tensor a = random_tensor({6, 37, 129}, 1), b = random_tensor({6, 37, 129}, 2), row = random_tensor({129}, 3);
   const Tensor col = random_tensor({6, 37, 1}, 4), scale = random_tensor({129}, 5), bias = random_tensor({129}, 6);
-  const Tensor ah = random_tensor({6, 37, 129}, 7, true);
+  const Tensor ah = random_tensor({6, 37, 129}, 7, true), bh = random_tensor({6, 37, 129}, 8, true);
+  // BiasGelu's pre-activations through every branch of erf (|x| / sqrt 2 below 0.875, up to 2.2,
+  // up to 3.92, beyond) and its edges: zeros, infinities, NaN, huge and tiny values.
+  Tensor as = a;
+  const float special[] = {0.f, -0.f, INFINITY, -INFINITY, NAN, 3e38f, -3e38f, 1e-40f, 1.2374369f, 3.1112699f,
+                           5.5437352f, -1.2374369f, -3.1112699f, -5.5437352f, 12.f, -12.f};
+  for (int64_t i = 0; i < 16; ++i) as.data<float>()[i * 41] = special[i];
+  const auto otter_op = [](const char* op, std::vector<Tensor> ins) {
+    return OpCall{op, std::move(ins), {}, 1, 1, kOtterDomain};
+  };
   return {
+      {"BiasGelu f32", otter_op("BiasGelu", {as, row})},
+      {"BiasGelu bf16 X, f32 bias", otter_op("BiasGelu", {ah, row})},
+      {"BiasGeluGrad f32", otter_op("BiasGeluGrad", {b, as, row})},
+      {"BiasGeluGrad bf16, f32 bias", otter_op("BiasGeluGrad", {bh, ah, row})},
+      {"BiasGelu f32 without a bias", otter_op("BiasGelu", {as})},
       {"Add same shape", OpCall{"Add", {a, b}}},
       {"Mul by a row", OpCall{"Mul", {a, row}}},
       {"Div by a column", OpCall{"Div", {a, col}}},

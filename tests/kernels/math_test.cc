@@ -239,17 +239,17 @@ TEST(MathKernels, ExpOfNonPositiveWithinOneAndAHalfUlp) {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target(OTTER_TARGET_BF16), noinline)) void lane_outputs(const float* x, uint16_t* rounded,
+__attribute__((target(OTTER_TARGET_LANES), noinline)) void lane_outputs(const float* x, uint16_t* rounded,
                                                                         float* exps, double* wide) {
   const __m512 v = _mm512_loadu_ps(x);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(rounded), cpu::lanes::round_to_bf16(v));
   _mm512_storeu_ps(exps, cpu::lanes::exp_nonpositive(_mm512_abs_ps(v) * -1.f));
   _mm512_storeu_pd(wide, cpu::lanes::widen_bf16_8(rounded));
 }
-__attribute__((target(OTTER_TARGET_BF16), noinline)) float lane_row_max(const float* x, int64_t n) {
+__attribute__((target(OTTER_TARGET_LANES), noinline)) float lane_row_max(const float* x, int64_t n) {
   return cpu::lanes::row_max(x, n);
 }
-__attribute__((target(OTTER_TARGET_BF16), noinline)) void lane_exp_fma(const float* z, float* e) {
+__attribute__((target(OTTER_TARGET_LANES), noinline)) void lane_exp_fma(const float* z, float* e) {
   _mm512_storeu_ps(e, cpu::lanes::exp_nonpositive_fma(_mm512_loadu_ps(z)));
 }
 #pragma GCC diagnostic pop
