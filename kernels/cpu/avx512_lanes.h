@@ -41,7 +41,8 @@ __attribute__((target(OTTER_TARGET_LANES))) inline float row_max(const float* x,
 
 // 16 bf16 values widened (exactly) to float, lanes past k zero.
 __attribute__((target(OTTER_TARGET_LANES))) inline __m512 widen_bf16_16(const uint16_t* p, __mmask16 k) {
-  const __m256i h = k == 0xFFFF ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi16(k, p);
+  const __m256i h =
+      k == 0xFFFF ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi16(k, p);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 

@@ -153,7 +153,9 @@ class BiasGeluKernel : public Kernel {
         if (pb && lanes_take<S, B>()) {
           cpu::parallel_ranges(
               x.numel(),
-              [&](int64_t b, int64_t e) { bias_gelu_lanes<false>(b, e, cols, px, static_cast<const S*>(nullptr), pb, py); },
+              [&](int64_t b, int64_t e) {
+                bias_gelu_lanes<false>(b, e, cols, px, static_cast<const S*>(nullptr), pb, py);
+              },
               8);
           return;
         }
