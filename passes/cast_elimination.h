@@ -14,9 +14,8 @@
 //     and X and writes float32 dX (its bias gradient sums it); an Add of a widened half X and a
 //     float32 value of X's trailing shape (a Linear bias, or a gradient sum of X's shape) becomes
 //     ai.otter.BiasAdd, which writes float32, or the half type where every reader casts the sum
-//     back; a ReduceSum of a
-//     widened half value becomes ai.otter.ReduceSumF32, which reads the half value (counter
-//     casts_fused); the math stays float32;
+//     back; a ReduceSum of a widened half value becomes ai.otter.ReduceSumF32, which reads the
+//     half value (counter casts_fused); the math stays float32;
 // then over every Cast node, in order:
 //   - a Cast to its input's own type is dropped (counter casts_removed);
 //   - Cast(Cast(x, B), C) reads x directly when the first Cast is exact (x's type widens into B

@@ -36,7 +36,9 @@ int64_t move_casts(Graph& g);
 //                                             shape: a Linear bias, or a whole float32 tensor such
 //                                             as a gradient sum; the sum of x's shape)
 //   ReduceSum(Cast(x, f32), axes)          -> ReduceSumF32(x, axes)   (a bias gradient's sum)
-// The kernels widen x and dy exactly, compute in float32 as before, and round once.
+// The kernels widen x and dy exactly, compute in float32 as before, and round once. (BiasAdd adds
+// x + b where the Add may have had b + x: the same bits, but for which NaN payload survives when
+// both operands are NaN.)
 // Returns how many nodes changed.
 int64_t fuse_casts(Graph& g);
 

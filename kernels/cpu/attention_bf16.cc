@@ -40,13 +40,14 @@ using blk::u32;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OTTER_BF16_ATTENTION 1
+
 int64_t pairs(int64_t n) { return (n + 1) / 2; }
 int64_t even(int64_t n) { return n + n % 2; }
 
 const u16* bits(const Tensor& t) { return static_cast<const u16*>(t.raw()); }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define OTTER_BF16_ATTENTION 1
 // The row loops below run only where bf16_gemm_native() holds, so they are written for AVX-512
 // (kernels/cpu/avx512_lanes.h: bf16 rounding bit for bit as the scalar function, 16 lanes at a
 // time; the probabilities' exp with fused multiply-adds, within 0.9 ulp: on gpt_large's shapes the

@@ -122,7 +122,7 @@ bool lanes_take() {
 #endif
 
 // Calls f(tag S, tag B): S the storage type of X (and dY), B the bias's (S, or float where a half
-// X takes a float32 bias: graph/ops/elementwise.cc).
+// X takes a float32 bias: graph/ops/bias.cc).
 template <typename F>
 void visit_x_and_bias(KernelContext& ctx, int x, int64_t cols, const F& f) {
   const DataType xt = ctx.input(x).dtype();
@@ -154,7 +154,7 @@ class BiasGeluKernel : public Kernel {
           cpu::parallel_ranges(
               x.numel(),
               [&](int64_t b, int64_t e) {
-                bias_gelu_lanes<false>(b, e, cols, px, static_cast<const S*>(nullptr), pb, py);
+                bias_gelu_lanes<false>(b, e, cols, px, px, pb, py);  // (dY unused)
               },
               8);
           return;

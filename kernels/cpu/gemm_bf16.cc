@@ -220,7 +220,7 @@ void gemm_bf16_native(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
                         ldc % 16 == 0 && reinterpret_cast<uintptr_t>(c) % 64 == 0;
   const int64_t kp_max = (std::min(kKC, k) + 1) / 2;
   // Packing buffers kept per thread between calls: allocating (and zeroing) the B panel, up to
-  // 512 KiB, on every call cost a tenth of a mid-sized GEMM. Every word read is packed first.
+  // 4 MiB at KC = 1024, on every call cost a tenth of a mid-sized GEMM. Every word read is packed first.
   static thread_local Scratch bpack_buf, apack_buf;
   u32* const bpack = bpack_buf.get<u32>(static_cast<size_t>(kp_max * ((std::min(kNC, n) + kNR - 1) / kNR) * kNR));
   for (int64_t jc = 0; jc < n; jc += kNC) {

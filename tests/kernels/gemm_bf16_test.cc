@@ -239,16 +239,18 @@ TEST(GemmBf16, PackingHelpersMatchTheirDefinitions) {
 }
 
 // A C marked read_later (gemm_bf16.h) that the native path writes with streaming stores: 64-byte
-// aligned, 256 x 1024 float32 (1 MiB), beta 0, k within one depth block; and one it must write
-// with ordinary stores (a row stride not a multiple of 16 floats). Both hold the bits the
-// ordinary path computes, and the stride's padding is not written.
+// aligned, 256 x 1024 float32 (1 MiB), beta 0, k within one depth block; one it must write with
+// ordinary stores (a row stride not a multiple of 16 floats); and one of two column panels whose
+// last strip (16 columns) goes through masked ordinary stores. All hold the bits the ordinary
+// path computes, and the stride's padding is not written.
 TEST(GemmBf16, StreamedOutputHasTheSameBits) {
   if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
   const cpu::Isa saved = cpu::active_isa();
   cpu::set_active_isa(cpu::Isa::kAvx512);
-  const int64_t m = 256, n = 1024, k = 700;
-  const std::vector<uint16_t> a = random_bf16(k * m, 41), b = random_bf16(k * n, 42);
-  for (int64_t ldc : {n, n + 4}) {
+  const int64_t m = 256, k = 700;
+  // Whole strips; a row stride that rules streaming out; two column panels, the last strip half.
+  for (const auto [n, ldc] : {std::pair<int64_t, int64_t>{1024, 1024}, {1024, 1028}, {2064, 2064}}) {
+    const std::vector<uint16_t> a = random_bf16(k * m, 41), b = random_bf16(k * n, 42);
     float* streamed = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(m * ldc) * sizeof(float)));
     std::vector<float> plain(static_cast<size_t>(m * ldc), -7.f);
     std::fill(streamed, streamed + m * ldc, -7.f);
@@ -259,8 +261,8 @@ TEST(GemmBf16, StreamedOutputHasTheSameBits) {
       differ += float_bits(streamed[i]) != float_bits(plain[i]);
       nonzero += i % ldc < n && streamed[i] != 0.f;
     }
-    EXPECT_EQ(differ, 0) << "ldc " << ldc;
-    EXPECT_GT(nonzero, m * n / 2) << "ldc " << ldc;
+    EXPECT_EQ(differ, 0) << "n " << n << ", ldc " << ldc;
+    EXPECT_GT(nonzero, m * n / 2) << "n " << n << ", ldc " << ldc;
     std::free(streamed);
   }
   cpu::set_active_isa(saved);

@@ -328,6 +328,14 @@ TEST(GradKernels, BiasGeluAndBiasAddOnAHalfXWithAFloat32BiasAreTheCastFloat32Ops
       for (int64_t i = 0; i < x.numel(); ++i) differ += got.get_as_double(i) != sum.get_as_double(i);
       EXPECT_EQ(differ, 0) << "BiasAdd in " << dtype_name(t) << " with bias " << b2.describe();
     }
+    // Both operands half, the sum rounded back to their type (BiasAdd without `to`).
+    const Tensor half_sum =
+        run_op({.op = "BiasAdd", .inputs = {xt, whole_half}, .domain = "ai.otter", .infer = true})[0];
+    const Tensor want = rounded(run_op({.op = "Add", .inputs = {xw, widened(whole_half, DataType::kFloat32)}})[0], t);
+    ASSERT_EQ(half_sum.dtype(), t);
+    int64_t half_differ = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) half_differ += half_sum.get_as_double(i) != want.get_as_double(i);
+    EXPECT_EQ(half_differ, 0) << "BiasAdd of two " << dtype_name(t) << " values";
     // A bias that does not have X's trailing shape: broadcast along the last axis, more axes than X.
     for (const Tensor& bad : {random_f32({7, 11, 1}, 8, -1, 1), random_f32({2, 7, 11, 67}, 9, -1, 1)}) {
       EXPECT_THROW(run_op({.op = "BiasAdd", .inputs = {xt, bad}, .domain = "ai.otter", .infer = true}), Error)

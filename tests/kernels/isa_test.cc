@@ -50,7 +50,7 @@ std::vector<std::pair<std::string, testing::OpCall>> op_cases() {
   const Tensor ah = random_tensor({6, 37, 129}, 7, true), bh = random_tensor({6, 37, 129}, 8, true);
   // BiasGelu's pre-activations through every branch of erf (|x| / sqrt 2 below 0.875, up to 2.2,
   // up to 3.92, beyond) and its edges: zeros, infinities, NaN, huge and tiny values.
-  Tensor as = a;
+  Tensor as = a.clone();  // a copy: the other cases keep their finite values
   const float special[] = {0.f, -0.f, INFINITY, -INFINITY, NAN, 3e38f, -3e38f, 1e-40f, 1.2374369f, 3.1112699f,
                            5.5437352f, -1.2374369f, -3.1112699f, -5.5437352f, 12.f, -12.f};
   for (int64_t i = 0; i < 16; ++i) as.data<float>()[i * 41] = special[i];

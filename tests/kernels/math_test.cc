@@ -16,6 +16,7 @@
 #include "kernels/common/half.h"
 #include "kernels/cpu/avx512_lanes.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/isa.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/executor.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -240,11 +241,12 @@ TEST(MathKernels, ExpOfNonPositiveWithinOneAndAHalfUlp) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 __attribute__((target(OTTER_TARGET_LANES), noinline)) void lane_outputs(const float* x, uint16_t* rounded,
-                                                                        float* exps, double* wide) {
+                                                                        float* exps, double* wide, float* erfs) {
   const __m512 v = _mm512_loadu_ps(x);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(rounded), cpu::lanes::round_to_bf16(v));
   _mm512_storeu_ps(exps, cpu::lanes::exp_nonpositive(_mm512_abs_ps(v) * -1.f));
   _mm512_storeu_pd(wide, cpu::lanes::widen_bf16_8(rounded));
+  _mm512_storeu_ps(erfs, cpu::lanes::erf(v));
 }
 __attribute__((target(OTTER_TARGET_LANES), noinline)) float lane_row_max(const float* x, int64_t n) {
   return cpu::lanes::row_max(x, n);
@@ -255,18 +257,19 @@ __attribute__((target(OTTER_TARGET_LANES), noinline)) void lane_exp_fma(const fl
 #pragma GCC diagnostic pop
 
 // Bit for bit the scalar functions, on a sample of every float (NaN, infinities and subnormals
-// included): exp_nonpositive on z <= 0 (and NaN), bf16 rounding on any float, the widening; and
-// the row maximum, which passes a NaN over.
+// included): erf and bf16 rounding on any float, exp_nonpositive on z <= 0 (and NaN), the
+// widening; and the row maximum, which passes a NaN over.
 TEST(MathKernels, Avx512LanesMatchTheScalarFunctions) {
-  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
-  float in[16], exps[16];
+  if (cpu::best_isa() < cpu::Isa::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  float in[16], exps[16], erfs[16];
   uint16_t rounded[16];
   double wide[8];
   int64_t checked = 0;
   auto check = [&] {
-    lane_outputs(in, rounded, exps, wide);
+    lane_outputs(in, rounded, exps, wide, erfs);
     for (int l = 0; l < 16; ++l) {
       ASSERT_EQ(rounded[l], float_to_bf16(in[l])) << "round_to_bf16 of " << in[l];
+      ASSERT_EQ(float_bits(erfs[l]), float_bits(math::erf(in[l]))) << "erf of " << in[l];
       const float z = -std::fabs(in[l]);
       ASSERT_EQ(float_bits(exps[l]), float_bits(math::exp_nonpositive(z))) << "exp_nonpositive of " << z;
     }
@@ -294,7 +297,7 @@ TEST(MathKernels, Avx512LanesMatchTheScalarFunctions) {
 // The fused-multiply-add exp of the bf16 attention: within 1.5 ulp of e^z on [-87, 0] (as the
 // scalar exp_nonpositive), 1 at 0, 0 below -87 and at -inf, NaN for NaN.
 TEST(MathKernels, Avx512FmaExpWithinOneAndAHalfUlp) {
-  if (!cpu::bf16_gemm_available()) GTEST_SKIP() << "this CPU has no avx512_bf16: " << cpu::describe_bf16_gemm();
+  if (cpu::best_isa() < cpu::Isa::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512";
   double worst = 0, worst_at = 0;
   float z[16], e[16];
   int fill = 0;
