@@ -202,7 +202,6 @@ void pairs_across_transposed(const u16*, int64_t, int64_t, int64_t, u32*, int64_
 }
 #endif  // OTTER_BF16_BLOCK
 
-
 const u32* pairs_across(const u16* x, int64_t ldx, int64_t m, int64_t k, u32* buf, int64_t* sai) {
   if (k % 2 == 0 && ldx % 2 == 0 && reinterpret_cast<uintptr_t>(x) % alignof(u32) == 0) {
     *sai = ldx / 2;

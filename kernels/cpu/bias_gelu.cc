@@ -109,17 +109,26 @@ __attribute__((target(OTTER_TARGET_LANES))) void bias_gelu_lanes(int64_t b, int6
   }
 }
 
-// Whether the 16-lane loops take X of storage type S with a bias of type B: float32 or bf16 X, a
-// float32 bias, the AVX-512 variant active.
-template <typename S, typename B>
-bool lanes_take() {
-  return std::is_same_v<B, float> && (std::is_same_v<S, float> || std::is_same_v<S, BFloat16>) &&
-         cpu::active_isa() == cpu::Isa::kAvx512;
-}
 #define OTTER_BIAS_GELU_LANES 1
 #else
 #define OTTER_BIAS_GELU_LANES 0
 #endif
+
+// BiasGelu (kGrad false) or BiasGeluGrad over all n elements on the 16-lane loops, where they
+// apply: a float32 or bf16 X with a float32 bias, the AVX-512 variant active. False otherwise
+// (nothing done).
+template <bool kGrad, typename S, typename B, typename O>
+bool run_lanes(int64_t n, int64_t cols, const S* px, const S* pdy, const B* pb, O* po) {
+#if OTTER_BIAS_GELU_LANES
+  if constexpr (std::is_same_v<B, float> && (std::is_same_v<S, float> || std::is_same_v<S, BFloat16>)) {
+    if (pb && cpu::active_isa() == cpu::Isa::kAvx512) {
+      cpu::parallel_ranges(n, [&](int64_t b, int64_t e) { bias_gelu_lanes<kGrad>(b, e, cols, px, pdy, pb, po); }, 8);
+      return true;
+    }
+  }
+#endif
+  return false;
+}
 
 // Calls f(tag S, tag B): S the storage type of X (and dY), B the bias's (S, or float where a half
 // X takes a float32 bias: graph/ops/bias.cc).
@@ -148,19 +157,7 @@ class BiasGeluKernel : public Kernel {
       const S* px = x.data<S>();
       const B* pb = cols ? ctx.input(1).data<B>() : nullptr;
       S* py = y.data<S>();
-#if OTTER_BIAS_GELU_LANES
-      if constexpr (std::is_same_v<B, float> && (std::is_same_v<S, float> || std::is_same_v<S, BFloat16>)) {
-        if (pb && lanes_take<S, B>()) {
-          cpu::parallel_ranges(
-              x.numel(),
-              [&](int64_t b, int64_t e) {
-                bias_gelu_lanes<false>(b, e, cols, px, px, pb, py);  // (dY unused)
-              },
-              8);
-          return;
-        }
-      }
-#endif
+      if (run_lanes<false>(x.numel(), cols, px, px, pb, py)) return;  // (dY unused)
       if (pb) {
         bias_loop<std::is_same_v<C, float>>(x.numel(), cols, [&](int64_t j, int64_t c) {
           py[j] = store<S>(BiasGeluOp{}(load(px[j]), C(load(pb[c]))));
@@ -190,16 +187,7 @@ class BiasGeluGradKernel : public Kernel {
       const S* pg = dy.data<S>();
       const S* px = ctx.input(1).data<S>();
       const B* pb = cols ? ctx.input(2).data<B>() : nullptr;
-#if OTTER_BIAS_GELU_LANES
-      if constexpr (std::is_same_v<B, float> && (std::is_same_v<S, float> || std::is_same_v<S, BFloat16>)) {
-        if (pb && lanes_take<S, B>()) {
-          float* po = dx.data<float>();
-          cpu::parallel_ranges(
-              dy.numel(), [&](int64_t b, int64_t e) { bias_gelu_lanes<true>(b, e, cols, px, pg, pb, po); }, 8);
-          return;
-        }
-      }
-#endif
+      if (run_lanes<true>(dy.numel(), cols, px, pg, pb, dx.data<B>())) return;
       if (pb) {
         B* po = dx.data<B>();
         bias_loop<std::is_same_v<C, float>>(dy.numel(), cols, [&](int64_t j, int64_t c) {
