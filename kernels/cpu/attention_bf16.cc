@@ -53,9 +53,13 @@ const u16* bits(const Tensor& t) { return static_cast<const u16*>(t.raw()); }
 // time; the probabilities' exp with fused multiply-adds, within 0.9 ulp: on gpt_large's shapes the
 // forward kernel took 9% less time than with the scalar polynomial's lanes, the backward 5% less).
 
-// One float32 row x[0, n) rounded into bf16 y, padded with a zero to even length.
-void round_row(const float* x, int64_t n, u16* y) {
-  cpu::round_to_bf16(x, y, n);
+// One float32 row x[0, n) rounded into bf16 y, padded with a zero to even length. In line on the
+// lanes: for rows this short, cpu::round_to_bf16's ISA dispatch per call cost the backward 3-4%.
+__attribute__((target(OTTER_TARGET_BF16))) void round_row(const float* x, int64_t n, u16* y) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = cpu::lanes::first(n - j);
+    _mm256_mask_storeu_epi16(y + j, k, cpu::lanes::round_to_bf16(_mm512_maskz_loadu_ps(k, x + j)));
+  }
   if (n % 2) y[n] = 0;
 }
 
