@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <set>
 
 #include "graph/error.h"
 #include "graph/op_table.h"
@@ -30,24 +29,11 @@ using pattern::is_op;
 // The producer of v when v feeds nothing else and is not a graph output.
 Node* single_use_producer(const Value* v) { return pattern::single_use(v) ? v->producer() : nullptr; }
 
-// Whether v is computed from a trainable parameter.
-bool depends_on_parameter(const Value* v) {
-  std::vector<const Value*> todo = {v};
-  std::set<const Value*> seen;
-  while (!todo.empty()) {
-    const Value* x = todo.back();
-    todo.pop_back();
-    if (!x || !seen.insert(x).second) continue;
-    if (x->trainable()) return true;
-    if (Node* p = x->producer())
-      for (Value* i : p->inputs()) todo.push_back(i);
-  }
-  return false;
-}
-
 // What the matcher found, from the final MatMul up.
 struct Match {
   Node *out = nullptr, *dropout = nullptr, *softmax = nullptr, *mask = nullptr, *scale = nullptr, *scores = nullptr;
+  // BART's layout: scores [B*H, S, T] reshaped to [B, H, S, T] (split) for the mask, and back (merge).
+  Node *split = nullptr, *merge = nullptr;
   Value *q = nullptr, *kt = nullptr, *v = nullptr, *mask_value = nullptr;
   double scale_value = 1, fill = -INFINITY;
   std::string mask_mode = "none";
@@ -105,8 +91,8 @@ Value* match_mask(Node* n, Match& m) {
     for (int x : {0, 1}) {
       Value* mask = n->input(1 - x);
       Node* p = producer(n->input(x));
-      if (!is_float(mask->dtype()) || depends_on_parameter(mask) || !p) continue;
-      if (!is_op(p, "MatMul") && !is_op(p, "Mul") && !is_op(p, "Div")) continue;
+      if (!is_float(mask->dtype()) || !p) continue;
+      if (!is_op(p, "MatMul") && !is_op(p, "Mul") && !is_op(p, "Div") && !is_op(p, "Reshape")) continue;
       m.mask = n;
       m.mask_value = mask;
       m.mask_mode = "add";
@@ -114,6 +100,19 @@ Value* match_mask(Node* n, Match& m) {
     }
   }
   return nullptr;
+}
+
+// BART's mask step: Z = Reshape(Add(Reshape(X, [B, H, S, T]), mask), [B*H, S, T]), `merge` the
+// outer Reshape. Returns X, or nullptr.
+Value* match_split_mask(Node* merge, Match& m) {
+  Node* add = producer(merge->input(0), &m.casts);
+  if (!is_op(add, "Add")) return nullptr;
+  Value* x = match_mask(add, m);
+  Node* split = x ? producer(x, &m.casts) : nullptr;
+  if (!is_op(split, "Reshape")) return nullptr;
+  m.split = split;
+  m.merge = merge;
+  return split->input(0);
 }
 
 // The scale step X -> S: Mul(S, c), Mul(c, S), Div(S, c). Returns S or nullptr.
@@ -136,6 +135,19 @@ Value* match_scale(Node* n, Match& m) {
   return nullptr;
 }
 
+// The split layout: scores [N, S, T] split into [B, H, S, T] and merged back, with H, S, T, D and Dv
+// static, so that Q, Kt and V can be read as [B, H, S, D], [B, H, D, T] and [B, H, T, Dv].
+bool split_fits(const Match& m) {
+  const Shape &sc = m.scores->output(0)->shape(), &sp = m.split->output(0)->shape();
+  if (sc.rank() != 3 || !sp.rank_known || sp.rank() != 4 || !(m.merge->output(0)->shape() == sc)) return false;
+  const Shape &q = m.q->shape(), &v = m.v->shape();
+  for (const Dim& d : {sp.dims[1], sp.dims[2], sp.dims[3], q.dims[2], v.dims[2]})
+    if (!d.is_static()) return false;
+  if (!(sp.dims[2] == sc.dims[1]) || !(sp.dims[3] == sc.dims[2])) return false;
+  const Dim n = sc.dims[0], b = sp.dims[0];
+  return n.is_static() && b.is_static() ? n.value == b.value * sp.dims[1].value : !n.is_static() && !b.is_static();
+}
+
 // Whether Q, Kt and V have the shapes Attention takes ([..., H, S, D], [..., Hk, D, T], [..., Hk, T, Dv]).
 bool operands_fit(const Match& m) {
   const Shape &q = m.q->shape(), &k = m.kt->shape(), &v = m.v->shape();
@@ -147,11 +159,13 @@ bool operands_fit(const Match& m) {
     if (!(k.dims[a] == q.dims[a]) || !(v.dims[a] == q.dims[a])) return false;
   // The mask and scale steps keep the scores' shape (a mask broadcasting them wider is not fused).
   const Shape& sc = m.scores->output(0)->shape();
-  for (const Node* n : {m.scale, m.mask})
-    if (n && !(n->output(0)->shape() == sc)) return false;
+  const Shape& masked = m.split ? m.split->output(0)->shape() : sc;
+  if (m.scale && !(m.scale->output(0)->shape() == sc)) return false;
+  if (m.mask && !(m.mask->output(0)->shape() == masked)) return false;
+  if (m.split && !split_fits(m)) return false;
   if (!m.mask_value) return true;
   const Shape& mk = m.mask_value->shape();
-  return mk.rank_known && mk.rank() <= r;
+  return mk.rank_known && mk.rank() <= masked.rank();
 }
 
 // Matches the chain ending at MatMul `out`; fills `m`. Sets *dropout_drops where only a dropping
@@ -172,7 +186,13 @@ bool match(Node* out, Match& m, bool* dropout_drops) {
   if (!is_op(n, "Softmax") || !softmax_on_last_axis(*n)) return false;
   m.softmax = n;
   n = producer(n->input(0), &m.casts);
-  if (Value* inner = match_mask(n, m)) n = producer(inner, &m.casts);
+  if (is_op(n, "Reshape")) {
+    Value* inner = match_split_mask(n, m);
+    if (!inner) return false;
+    n = producer(inner, &m.casts);
+  } else if (Value* inner = match_mask(n, m)) {
+    n = producer(inner, &m.casts);
+  }
   if (Value* inner = match_scale(n, m)) n = producer(inner, &m.casts);
   if (!is_op(n, "MatMul")) return false;
   m.scores = n;
@@ -225,14 +245,35 @@ bool look_through_repeat(Graph& g, Match& m) {
   return true;
 }
 
+// Reshape(v, dims) named `name`, before `before`.
+Value* reshaped(Graph& g, Value* v, const std::vector<int64_t>& dims, const std::string& name, Node* before) {
+  Value* shape = g.add_initializer(g.unique_name(name + ".shape"),
+                                   Tensor::from_vector<int64_t>({static_cast<int64_t>(dims.size())}, dims), false);
+  Node* r = g.add_node("Reshape", {v, shape}, {g.unique_name(name)}, "", before);
+  infer_node(*r);
+  return r->output(0);
+}
+
+// The split layout: Q, Kt and V read as [B, H, S, D], [B, H, D, T], [B, H, T, Dv] (B as -1, so a
+// symbolic batch stays one). Returns the 4-D operands.
+std::vector<Value*> split_operands(Graph& g, const Match& m) {
+  const std::vector<Dim>& sp = m.split->output(0)->shape().dims;
+  const int64_t h = sp[1].value, s = sp[2].value, t = sp[3].value;
+  const int64_t d = m.q->shape().dims[2].value, dv = m.v->shape().dims[2].value;
+  return {reshaped(g, m.q, {-1, h, s, d}, m.q->name() + ".heads", m.scores),
+          reshaped(g, m.kt, {-1, h, d, t}, m.kt->name() + ".heads", m.scores),
+          reshaped(g, m.v, {-1, h, t, dv}, m.v->name() + ".heads", m.scores)};
+}
+
 void replace(Graph& g, const Match& m) {
   Value* y = m.out->output(0);
   const std::string name = y->name();
   g.rename_value(y, g.unique_name(name + ".unfused"));
-  std::vector<Value*> ins = {m.q, m.kt, m.v};
+  std::vector<Value*> ins = m.split ? split_operands(g, m) : std::vector<Value*>{m.q, m.kt, m.v};
   if (m.mask_value) ins.push_back(m.mask_value);
   if (!g.opset_imports.count(kOtterDomain)) g.opset_imports[kOtterDomain] = 1;
-  Node* a = g.add_node("Attention", ins, {name, g.unique_name(name + ".lse")}, kOtterDomain, m.out);
+  const std::string yname = m.split ? g.unique_name(name + ".heads") : name;
+  Node* a = g.add_node("Attention", ins, {yname, g.unique_name(name + ".lse")}, kOtterDomain, m.out);
   a->set_name(m.out->name().empty() ? name : m.out->name() + "/Attention");
   a->set_attr("scale", Attribute(static_cast<float>(m.scale_value)));
   if (m.mask_value) {
@@ -240,13 +281,23 @@ void replace(Graph& g, const Match& m) {
     if (m.mask_mode != "add") a->set_attr("fill", Attribute(static_cast<float>(m.fill)));
   }
   infer_node(*a);
-  g.replace_all_uses(y, a->output(0));
+  Value* fused = a->output(0);
+  if (m.split) {  // back to [B*H, S, Dv]
+    const std::vector<Dim>& yd = y->shape().dims;
+    Value* shape = g.add_initializer(g.unique_name(name + ".shape"),
+                                     Tensor::from_vector<int64_t>({3}, {-1, yd[1].value, yd[2].value}), false);
+    Node* r = g.add_node("Reshape", {fused, shape}, {name}, "", m.out);
+    infer_node(*r);
+    fused = r->output(0);
+  }
+  g.replace_all_uses(y, fused);
   // Consumer first: each node's outputs are unused when it goes.
-  std::vector<Node*> chain = {m.out, m.dropout, m.softmax, m.mask, m.scale, m.scores};
+  std::vector<Node*> chain = {m.out, m.dropout, m.softmax, m.merge, m.mask, m.split, m.scale, m.scores};
   chain.insert(chain.end(), m.casts.begin(), m.casts.end());
   std::erase(chain, nullptr);
   const auto unused = [](const Node* n) {
-    return std::none_of(n->outputs().begin(), n->outputs().end(), [](const Value* o) { return o && !o->uses().empty(); });
+    return std::none_of(n->outputs().begin(), n->outputs().end(),
+                        [](const Value* o) { return o && !o->uses().empty(); });
   };
   for (auto it = std::find_if(chain.begin(), chain.end(), unused); it != chain.end();
        it = std::find_if(chain.begin(), chain.end(), unused)) {
@@ -267,7 +318,7 @@ FuseAttentionStats fuse_attention(Graph& g, const FuseAttentionOptions& o) {
       st.skipped_dropout += dropout_drops;
       continue;
     }
-    if (o.gqa && look_through_repeat(g, m)) ++st.gqa;
+    if (o.gqa && !m.split && look_through_repeat(g, m)) ++st.gqa;
     replace(g, m);
     ++st.fused;
   }

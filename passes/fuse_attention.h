@@ -8,7 +8,11 @@
 //   S = MatMul(Q, Kt)                      (Kt: K transposed, as the export has it)
 //   X = Mul(S, c) | Mul(c, S) | Div(S, c)  (optional; c a scalar constant: the scale)
 //   Z = Where(m, fill, X) | Where(m, X, fill) | Add(X, mask) | Add(mask, X)   (optional mask;
-//       fill a scalar constant, m bool; an additive mask must not depend on a parameter)
+//       fill a scalar constant, m bool; an additive mask may be trained, as T5's relative position
+//       bias is: AttentionGrad's dScores output gives its gradient)
+//   or Z = Reshape(Add(Reshape(X, [B, H, S, T]), mask), [B*H, S, T])   (BART's layout: scores of
+//       [B*H, S, T] masked as [B, H, S, T]; Q, Kt and V are then read as [B, H, ...] through
+//       Reshapes and Y reshaped back; H, S, T, D, Dv static)
 //   P = Softmax(Z) on the last axis
 //   P = Dropout(P) only when it is the identity (no training_mode, or constant ratio 0 / training
 //       false); Dropout that drops in training is not fused (counter skipped_dropout)

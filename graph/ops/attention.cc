@@ -10,9 +10,12 @@
 //     mask. Y = softmax(scores, last axis) V [..., H, S, Dv]; LSE [..., H, S] = logsumexp of each
 //     row of scores (float32 for half inputs), kept for the backward pass instead of the
 //     probabilities.
-//   AttentionGrad(dY, Q, Kt, V, mask?, Y, LSE) {same} -> dQ?, dKt?, dV?
-//     recomputes the probabilities from LSE (kernels/cpu/attention.cc).
-// The mask carries no gradient.
+//   AttentionGrad(dY, Q, Kt, V, mask?, Y, LSE) {same} -> dQ?, dKt?, dV?, dScores?
+//     recomputes the probabilities from LSE (kernels/cpu/attention.cc). dScores [..., H, S, T], in
+//     the mask's type, is the gradient of the masked scores, only with mask_mode "add": the
+//     gradient of a trained additive mask (T5's relative position bias) before its broadcast is
+//     summed away. Without it nothing of size [S, T] is written.
+// A bool mask carries no gradient.
 #include "graph/gradient.h"
 #include "graph/op_table.h"
 #include "graph/ops/infer_util.h"
@@ -82,7 +85,7 @@ void infer_attention(InferContext& ctx) {
 }
 
 void infer_attention_grad(InferContext& ctx) {
-  infer::check_arity(ctx, 4, 7, 1, 3);  // the mask (input 4) is optional
+  infer::check_arity(ctx, 4, 7, 1, 4);  // the mask (input 4) is optional
   for (int i : {5, 6})
     if (!ctx.has_input(i)) ctx.error(str_cat("input ", i, i == 5 ? " (Y)" : " (LSE)", " is required but missing"));
   check_mask_mode(ctx, 4);
@@ -92,20 +95,31 @@ void infer_attention_grad(InferContext& ctx) {
     ctx.error("input 0 (dY) has shape " + ctx.in_shape(0).to_string() + ", Y " + y.to_string());
   for (int i = 0; i < 3; ++i)
     if (ctx.has_output(i)) infer::same_as_input(ctx, i + 1, i);
+  if (!ctx.has_output(3)) return;
+  if (ctx.node().attr_s("mask_mode", "none") != "add") ctx.error("output 3 (dScores) needs mask_mode add");
+  const Shape& kt = ctx.in_shape(2);
+  if (!y.rank_known || !kt.rank_known) return ctx.set_output(3, ctx.in_dtype(4), Shape::unknown());
+  std::vector<Dim> sc = y.dims;
+  sc.back() = kt.dims.back();
+  ctx.set_output(3, ctx.in_dtype(4), Shape(sc));
 }
 
-// One AttentionGrad for the wanted gradients of Q, Kt and V.
+// One AttentionGrad for the wanted gradients of Q, Kt, V and an additive mask (its dScores summed
+// to the mask's shape).
 void grad_attention(GradContext& c) {
   if (c.grad_output(1)) c.unsupported("a gradient reaches Attention's LSE output");
-  if (c.node().has_input(3) && c.needs_grad(3)) c.unsupported("a gradient reaches Attention's mask");
+  const bool mask_grad = c.node().has_input(3) && c.needs_grad(3);
+  if (mask_grad && c.node().attr_s("mask_mode", "none") != "add")
+    c.unsupported("a gradient reaches Attention's bool mask");
   Value* dy = c.grad_output(0);
-  std::vector<bool> want = {c.needs_grad(0), c.needs_grad(1), c.needs_grad(2)};
-  if (!dy || (!want[0] && !want[1] && !want[2])) return;
+  std::vector<bool> want = {c.needs_grad(0), c.needs_grad(1), c.needs_grad(2), mask_grad};
+  if (!dy || (!want[0] && !want[1] && !want[2] && !want[3])) return;
   if (!c.output(1)) c.unsupported("Attention without its LSE output cannot be differentiated");
   std::vector<Value*> g =
       c.emit_some("AttentionGrad", {dy, c.input(0), c.input(1), c.input(2), c.input(3), c.output(0), c.output(1)}, want,
                   c.forward_attrs({"scale", "mask_mode", "fill"}), kOtterDomain);
   for (int i = 0; i < 3; ++i) c.set_grad_input(i, g[i]);
+  if (mask_grad) c.set_grad_input(3, c.sum_to_shape(g[3], c.input(3)));
 }
 
 }  // namespace
@@ -126,8 +140,9 @@ void register_attention_ops(OpTable& t) {
       "grouped-query heads; LSE keeps each row's logsumexp for the backward pass";
   t.add(d);
   infer::add_otter_op(t, "AttentionGrad", infer_attention_grad, PrecisionClass::kLow,
-                      "AttentionGrad(dY, Q, Kt, V, mask?, Y, LSE) {scale, mask_mode, fill} -> dQ?, dKt?, dV?: "
-                      "recomputes the probabilities from LSE block by block");
+                      "AttentionGrad(dY, Q, Kt, V, mask?, Y, LSE) {scale, mask_mode, fill} -> dQ?, dKt?, dV?, "
+                      "dScores?: recomputes the probabilities from LSE block by block; dScores (additive masks "
+                      "only) is the gradient of the masked scores");
   t.mutable_find(kOtterDomain, "AttentionGrad", 1)->precision_inputs = {0, 1, 2, 3, 5};
 }
 

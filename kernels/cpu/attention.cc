@@ -124,6 +124,7 @@ template <typename T>
 struct BackwardArgs {
   const T *dy, *q, *kt, *v, *y, *lse;
   T *dq, *dkt, *dv;
+  T* dsc = nullptr;  // dScores [bh, S, T], where wanted (zero where a block is skipped)
 };
 
 // The gradients of one query head against one key block and one query block (see the top).
@@ -158,6 +159,8 @@ void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, 
     }
   });
   mv.zero_replaced(ds.data(), bl.k, o, q0, rows, k0, cols);  // a replaced score does not depend on Q, K
+  if (a.dsc)
+    for (int64_t i = 0; i < rows; ++i) std::copy_n(ds.data() + i * bl.k, cols, a.dsc + (bh * s.s + q0 + i) * s.t + k0);
   gemm<T>(false, true, rows, s.d, cols, scale, ds.data(), bl.k, kp, s.t, T(1), a.dq + (bh * s.s + q0) * s.d, s.d);
   gemm<T>(true, false, s.d, cols, rows, scale, qp, s.d, ds.data(), bl.k, T(1), a.dkt + kv * s.d * s.t + k0, s.t);
 }
@@ -174,6 +177,19 @@ class AttentionGradKernel : public Kernel {
   T* grad_out(KernelContext& ctx, int i, const Tensor& like, Tensor& spare) {
     Tensor& t = ctx.has_output(i) ? ctx.allocate_output(i, like.dtype(), like.dims())
                                   : (spare = Tensor(like.dtype(), like.dims()));
+    std::fill(t.data<T>(), t.data<T>() + t.numel(), T(0));
+    return t.data<T>();
+  }
+
+  // Output 3, dScores [..., H, S, T] zeroed, where wanted: only for an additive mask of Q's type.
+  template <typename T>
+  T* scores_grad(KernelContext& ctx, const AttnShape& s, const Tensor& q) {
+    if (!ctx.has_output(3)) return nullptr;
+    if (at_.mode != MaskMode::kAdd || !ctx.has_input(4) || ctx.input(4).dtype() != q.dtype())
+      ctx.error("output 3 (dScores) needs an additive mask of Q's type " + q.describe());
+    std::vector<int64_t> dims = s.y_dims;
+    dims.back() = s.t;
+    Tensor& t = ctx.allocate_output(3, q.dtype(), dims);
     std::fill(t.data<T>(), t.data<T>() + t.numel(), T(0));
     return t.data<T>();
   }
@@ -195,6 +211,7 @@ class AttentionGradKernel : public Kernel {
                       grad_out<T>(ctx, 0, q, spare[0]),
                       grad_out<T>(ctx, 1, kt, spare[1]),
                       grad_out<T>(ctx, 2, v, spare[2])};
+    a.dsc = scores_grad<T>(ctx, s, q);
     const Blocks bl(s);
     const int64_t group = s.h / s.hk, tasks = s.lead * s.hk;
     const T scale = static_cast<T>(at_.scale);
@@ -209,8 +226,8 @@ class AttentionGradKernel : public Kernel {
             for (int64_t i = 0; i < s.s; ++i) {  // rowsum(dY * Y), in double over lane_sum's 8 lanes
               const T* dyr = a.dy + (bh * s.s + i) * s.dv;
               const T* yr = a.y + (bh * s.s + i) * s.dv;
-              di[i] = static_cast<T>(
-                  cpu::lane_sum(s.dv, [&](int64_t c) { return static_cast<double>(dyr[c]) * static_cast<double>(yr[c]); }));
+              di[i] = static_cast<T>(cpu::lane_sum(
+                  s.dv, [&](int64_t c) { return static_cast<double>(dyr[c]) * static_cast<double>(yr[c]); }));
             }
           });
           for (int64_t k0 = 0; k0 < s.t; k0 += bl.k)
@@ -233,18 +250,14 @@ void register_cpu_attention_kernels(KernelRegistry& r) {
          .dtypes = kFloats,
          .create = node_kernel<AttentionGradKernel>()});
   // bf16 on the bf16 dot products (attention_bf16.cc), falling back to these kernels widened.
-  r.add({.domain = kOtterDomain,
-         .op_type = "Attention",
-         .dtypes = {DataType::kBFloat16},
-         .create = [](const Node& n) {
+  r.add({.domain = kOtterDomain, .op_type = "Attention", .dtypes = {DataType::kBFloat16}, .create = [](const Node& n) {
            return attn::bf16_attention_kernel(n, false, half_via_float_kernel(std::make_unique<AttentionKernel>(n)));
          }});
   r.add({.domain = kOtterDomain,
          .op_type = "AttentionGrad",
          .dtypes = {DataType::kBFloat16},
          .create = [](const Node& n) {
-           return attn::bf16_attention_kernel(n, true,
-                                              half_via_float_kernel(std::make_unique<AttentionGradKernel>(n)));
+           return attn::bf16_attention_kernel(n, true, half_via_float_kernel(std::make_unique<AttentionGradKernel>(n)));
          }});
 }
 

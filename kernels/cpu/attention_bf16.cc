@@ -368,7 +368,8 @@ class Bf16Kernel : public Kernel {
   Bf16Kernel(const Node& n, bool grad, std::unique_ptr<Kernel> widened)
       : at_(n), grad_(grad), widened_(std::move(widened)) {}
   void run(KernelContext& ctx) override {
-    if (!cpu::bf16_gemm_native()) return widened_->run(ctx);
+    // dScores (a trained additive mask's gradient) only on the widening kernel.
+    if (!cpu::bf16_gemm_native() || (grad_ && ctx.has_output(3))) return widened_->run(ctx);
 #if OTTER_BF16_ATTENTION
     grad_ ? backward(ctx, at_) : forward(ctx, at_);
 #endif

@@ -1,10 +1,11 @@
 // CUDA kernels of ai.otter.Attention and AttentionGrad (graph/ops/attention.cc): correctness-
-// oriented, one block per query row. The row's scores live in shared memory (T floats, or 2T in
-// the backward pass); nothing of size [S, T] is written to global memory. Forward: scores, their
-// max and logsumexp (LSE), then Y = softmax V. Backward: recomputes P = exp(score - LSE), then
-// dS = P (dY V^T - rowsum(dY Y)), dQ = scale dS K, and adds P^T dY into dV and scale dS^T Q into
-// dKt with float atomics in float32 scratch (cast to the gradients' type at the end). Every type
-// computes in float; grouped-query heads and masks as on the CPU (kernels/cpu/attention.cc).
+// oriented, one block per query row, the row's keys taken in chunks of kChunk scores in shared
+// memory, so that any number of keys fits; nothing of size [S, T] is written to global memory
+// (except dScores, where a trained additive mask asks for it). Forward: the online softmax over
+// the chunks, Y and the row's logsumexp (LSE). Backward: recomputes P = exp(score - LSE) per chunk,
+// then dS = P (dY V^T - rowsum(dY Y)), dQ += scale dS K, and adds P^T dY into dV and scale dS^T Q
+// into dKt with float atomics in float32 scratch (cast to the gradients' type at the end). Every
+// type computes in float; grouped-query heads and masks as on the CPU (kernels/cpu/attention.cc).
 #include <cmath>
 
 #include "kernels/common/attention_params.h"
@@ -38,19 +39,23 @@ struct AttnArgs {
 
 __device__ int64_t kv_head(const AttnArgs& a, int64_t bh) { return (bh / a.h) * a.hk + (bh % a.h) / (a.h / a.hk); }
 
-// Fills sc[0, T) with the masked, scaled scores of row i of head bh; returns whether key j's score
-// was replaced by the fill (through `replaced`, per key).
-__device__ void row_scores(const AttnArgs& a, int64_t bh, int64_t i, float* sc, bool* replaced) {
+// Keys per chunk: a block holds one chunk of a row's scores in shared memory, so any T fits.
+constexpr int64_t kChunk = 1024;
+
+// Fills sc[0, n) with the masked, scaled scores of keys [k0, k0 + n) of row i of head bh; sets
+// replaced[j] (where given) to whether key k0 + j's score was replaced by the fill.
+__device__ void chunk_scores(const AttnArgs& a, int64_t bh, int64_t i, int64_t k0, int64_t n, float* sc,
+                             bool* replaced) {
   const int64_t kv = kv_head(a, bh);
-  const int64_t q0 = (bh * a.s + i) * a.d, k0 = kv * a.d * a.t;
-  for (int64_t j = threadIdx.x; j < a.t; j += blockDim.x) {
+  const int64_t qo = (bh * a.s + i) * a.d, ko = kv * a.d * a.t + k0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
     float acc = 0;
     for (int64_t c = 0; c < a.d; ++c)
-      acc += load_as_float(a.q, a.type, q0 + c) * load_as_float(a.kt, a.type, k0 + c * a.t + j);
+      acc += load_as_float(a.q, a.type, qo + c) * load_as_float(a.kt, a.type, ko + c * a.t + j);
     acc *= a.scale;
     bool rep = false;
     if (a.mode != static_cast<int>(MaskMode::kNone)) {
-      const int64_t at = a.mask_off[bh] + i * a.ss + j * a.st;
+      const int64_t at = a.mask_off[bh] + i * a.ss + (k0 + j) * a.st;
       if (a.mode == static_cast<int>(MaskMode::kAdd)) {
         acc += a.mask_add[at];
       } else if (a.mask_flags[at] == (a.mode == static_cast<int>(MaskMode::kFillTrue))) {
@@ -64,67 +69,90 @@ __device__ void row_scores(const AttnArgs& a, int64_t bh, int64_t i, float* sc, 
   __syncthreads();
 }
 
+// One row per block, its keys in chunks (the online softmax, as on the CPU): the running maximum m,
+// the running sum l of exp(score - m) and the unnormalised output acc (Dv floats in shared memory,
+// after the chunk) are rescaled by exp(m_old - m_new) when a chunk raises the maximum.
 __global__ void attention_forward_kernel(AttnArgs a, int64_t rows, void* y, float* lse) {
-  extern __shared__ float sc[];
+  extern __shared__ float smem[];
+  float* sc = smem;
+  float* acc = smem + kChunk;
   OTTER_BLOCK_STRIDE(r, rows) {
     const int64_t bh = r / a.s, i = r % a.s, kv = kv_head(a, bh);
-    row_scores(a, bh, i, sc, nullptr);
-    float mx = -INFINITY;
-    for (int64_t j = threadIdx.x; j < a.t; j += blockDim.x) mx = fmaxf(mx, sc[j]);
-    mx = block_reduce(mx, MaxF{}, -INFINITY);
-    float sum = 0;
-    if (mx != -INFINITY)
-      for (int64_t j = threadIdx.x; j < a.t; j += blockDim.x) sum += expf(sc[j] - mx);
-    sum = block_reduce(sum, SumOp{}, 0.f);
-    const float l = sum > 0 ? mx + logf(sum) : -INFINITY;
-    for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
-      float acc = 0;
-      for (int64_t j = 0; j < a.t; ++j)
-        if (sc[j] != -INFINITY) acc += expf(sc[j] - l) * load_as_float(a.v, a.type, (kv * a.t + j) * a.dv + c);
-      store_from_double(y, a.type, r * a.dv + c, sum > 0 ? acc : NAN);
+    for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) acc[c] = 0;
+    float m = -INFINITY, l = 0;
+    for (int64_t k0 = 0; k0 < a.t; k0 += kChunk) {
+      const int64_t n = a.t - k0 < kChunk ? a.t - k0 : kChunk;
+      chunk_scores(a, bh, i, k0, n, sc, nullptr);
+      float mx = -INFINITY;
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, sc[j]);
+      const float mnew = fmaxf(m, block_reduce(mx, MaxF{}, -INFINITY));
+      if (mnew != -INFINITY) {  // block-uniform: something unmasked so far
+        const float corr = expf(m - mnew);
+        float sum = 0;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += expf(sc[j] - mnew);
+        l = l * corr + block_reduce(sum, SumOp{}, 0.f);
+        for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
+          float part = 0;
+          for (int64_t j = 0; j < n; ++j)
+            if (sc[j] != -INFINITY)
+              part += expf(sc[j] - mnew) * load_as_float(a.v, a.type, (kv * a.t + k0 + j) * a.dv + c);
+          acc[c] = acc[c] * corr + part;
+        }
+        m = mnew;
+      }
+      __syncthreads();  // the next chunk overwrites sc
     }
-    if (lse && threadIdx.x == 0) lse[r] = l;
+    for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x)
+      store_from_double(y, a.type, r * a.dv + c, l > 0 ? acc[c] / l : NAN);
+    if (lse && threadIdx.x == 0) lse[r] = l > 0 ? m + logf(l) : -INFINITY;
     __syncthreads();
   }
 }
 
-__global__ void attention_backward_kernel(AttnArgs a, int64_t rows, float* dq, float* dkt, float* dv) {
+// One row per block, its keys in chunks: P = exp(score - LSE) and dS per chunk; dQ's row (owned by
+// the block) accumulates over the chunks, dV and dKt (shared by rows) take float atomics.
+__global__ void attention_backward_kernel(AttnArgs a, int64_t rows, float* dq, float* dkt, float* dv, float* dsc) {
   extern __shared__ float smem[];
   float* p = smem;
-  float* ds = smem + a.t;
-  bool* rep = reinterpret_cast<bool*>(smem + 2 * a.t);
+  float* ds = smem + kChunk;
+  bool* rep = reinterpret_cast<bool*>(smem + 2 * kChunk);
   OTTER_BLOCK_STRIDE(r, rows) {
     const int64_t bh = r / a.s, i = r % a.s, kv = kv_head(a, bh);
-    row_scores(a, bh, i, p, rep);
     const float l = a.lse_in[r];
     float di = 0;
     for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x)
       di += load_as_float(a.dy, a.type, r * a.dv + c) * load_as_float(a.y, a.type, r * a.dv + c);
     di = block_reduce(di, SumOp{}, 0.f);
-    for (int64_t j = threadIdx.x; j < a.t; j += blockDim.x) {
-      const float pj = l == -INFINITY ? 0.f : expf(p[j] - l);
-      float dp = 0;
-      for (int64_t c = 0; c < a.dv; ++c)
-        dp += load_as_float(a.dy, a.type, r * a.dv + c) * load_as_float(a.v, a.type, (kv * a.t + j) * a.dv + c);
-      p[j] = pj;
-      ds[j] = rep[j] ? 0.f : pj * (dp - di);
+    for (int64_t k0 = 0; k0 < a.t; k0 += kChunk) {
+      const int64_t n = a.t - k0 < kChunk ? a.t - k0 : kChunk;
+      chunk_scores(a, bh, i, k0, n, p, rep);
+      for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const float pj = l == -INFINITY ? 0.f : expf(p[j] - l);
+        float dp = 0;
+        for (int64_t c = 0; c < a.dv; ++c)
+          dp += load_as_float(a.dy, a.type, r * a.dv + c) * load_as_float(a.v, a.type, (kv * a.t + k0 + j) * a.dv + c);
+        p[j] = pj;
+        ds[j] = rep[j] ? 0.f : pj * (dp - di);
+        if (dsc) dsc[r * a.t + k0 + j] = ds[j];
+      }
+      __syncthreads();
+      for (int64_t e = threadIdx.x; e < n * a.dv; e += blockDim.x) {
+        const int64_t j = e / a.dv, c = e % a.dv;
+        if (p[j] != 0.f)
+          atomicAdd(dv + (kv * a.t + k0 + j) * a.dv + c, p[j] * load_as_float(a.dy, a.type, r * a.dv + c));
+      }
+      for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
+        float acc = 0;
+        for (int64_t j = 0; j < n; ++j) acc += ds[j] * load_as_float(a.kt, a.type, (kv * a.d + c) * a.t + k0 + j);
+        dq[r * a.d + c] += a.scale * acc;
+      }
+      for (int64_t e = threadIdx.x; e < a.d * n; e += blockDim.x) {
+        const int64_t c = e / n, j = e % n;
+        if (ds[j] != 0.f)
+          atomicAdd(dkt + (kv * a.d + c) * a.t + k0 + j, a.scale * ds[j] * load_as_float(a.q, a.type, r * a.d + c));
+      }
+      __syncthreads();  // the next chunk overwrites p, ds, rep
     }
-    __syncthreads();
-    for (int64_t e = threadIdx.x; e < a.t * a.dv; e += blockDim.x) {
-      const int64_t j = e / a.dv, c = e % a.dv;
-      if (p[j] != 0.f) atomicAdd(dv + (kv * a.t + j) * a.dv + c, p[j] * load_as_float(a.dy, a.type, r * a.dv + c));
-    }
-    for (int64_t c = threadIdx.x; c < a.d; c += blockDim.x) {
-      float acc = 0;
-      for (int64_t j = 0; j < a.t; ++j) acc += ds[j] * load_as_float(a.kt, a.type, (kv * a.d + c) * a.t + j);
-      dq[r * a.d + c] = a.scale * acc;
-    }
-    for (int64_t e = threadIdx.x; e < a.d * a.t; e += blockDim.x) {
-      const int64_t c = e / a.t, j = e % a.t;
-      if (ds[j] != 0.f)
-        atomicAdd(dkt + (kv * a.d + c) * a.t + j, a.scale * ds[j] * load_as_float(a.q, a.type, r * a.d + c));
-    }
-    __syncthreads();
   }
 }
 
@@ -174,11 +202,12 @@ AttnArgs base_args(const AttnAttrs& at, const AttnShape& s, DataType t) {
   return a;
 }
 
-// Shared memory of one block; fails where the keys do not fit.
+// Shared memory of one block: a chunk of scores (and of dS and the replaced flags backward), and
+// the forward's Dv accumulators; fails where Dv does not fit.
 size_t shared_bytes(const KernelContext& ctx, const AttnShape& s, bool backward) {
-  const size_t bytes = s.t * (backward ? 2 * sizeof(float) + sizeof(bool) : sizeof(float));
+  const size_t bytes = backward ? kChunk * (2 * sizeof(float) + sizeof(bool)) : (kChunk + s.dv) * sizeof(float);
   if (bytes > 48 * 1024)
-    ctx.error(str_cat("the CUDA Attention kernel holds a row of ", s.t, " keys in shared memory (", bytes,
+    ctx.error(str_cat("the CUDA Attention kernel keeps a value row of ", s.dv, " floats in shared memory (", bytes,
                       " bytes > 48 KiB)"));
   return bytes;
 }
@@ -229,17 +258,30 @@ class AttentionGradKernel : public Kernel {
       acc[k] = ctx.scratch(DataType::kFloat32, like[k]->dims());
       if (acc[k].nbytes()) OTTER_CUDA_CHECK(cudaMemsetAsync(acc[k].raw(), 0, acc[k].nbytes(), stream_of(ctx)));
     }
+    Tensor dsc = scores_grad(ctx, s);
     const int64_t rows = s.bh() * s.s;
     if (rows > 0) {
       attention_backward_kernel<<<blocks_for(rows), kBlock, shared_bytes(ctx, s, true), stream_of(ctx)>>>(
-          a, rows, acc[0].data<float>(), acc[1].data<float>(), acc[2].data<float>());
+          a, rows, acc[0].data<float>(), acc[1].data<float>(), acc[2].data<float>(),
+          ctx.has_output(3) ? dsc.data<float>() : nullptr);
       OTTER_CUDA_LAUNCH_CHECK();
     }
     for (int k = 0; k < 3; ++k)
       if (ctx.has_output(k)) cast_tensor(ctx, acc[k], ctx.allocate_output(k, q.dtype(), like[k]->dims()));
+    if (ctx.has_output(3)) cast_tensor(ctx, dsc, ctx.allocate_output(3, ctx.input(4).dtype(), dsc.dims()));
   }
 
  private:
+  // float32 scratch for output 3, dScores [..., H, S, T] (an additive mask's gradient), where wanted;
+  // every element is written by the kernel.
+  Tensor scores_grad(KernelContext& ctx, const AttnShape& s) {
+    if (!ctx.has_output(3)) return Tensor();
+    if (at_.mode != MaskMode::kAdd) ctx.error("output 3 (dScores) needs mask_mode add");
+    std::vector<int64_t> dims = s.y_dims;
+    dims.back() = s.t;
+    return ctx.scratch(DataType::kFloat32, dims);
+  }
+
   AttnAttrs at_;
 };
 

@@ -462,6 +462,18 @@ std::vector<Case> grad_cases() {
        {T({2, 2, 5, 3}), T({2, 2, 5, 4}), T({2, 2, 4, 7}), T({2, 2, 7, 3}), T({5, 7}), T({2, 2, 5, 3}),
         Tu({2, 2, 5}, 2, 3)},
        attention, 3);
+  // dScores, the gradient of a trained additive mask (T5's position bias), as a fourth output.
+  grad("AttentionGrad_mask_grad", "AttentionGrad",
+       {T({2, 2, 5, 3}), T({2, 2, 5, 4}), T({2, 2, 4, 7}), T({2, 2, 7, 3}), T({2, 2, 5, 7}), T({2, 2, 5, 3}),
+        Tu({2, 2, 5}, 2, 3)},
+       attention, 4);
+  // 1300 keys: two of the CUDA kernels' chunks of 1024 (kernels/cuda/attention.cu).
+  grad("Attention_long_rows", "Attention", {T({1, 2, 3, 4}), T({1, 2, 4, 1300}), T({1, 2, 1300, 3}), T({3, 1300})},
+       attention, 2);
+  grad("AttentionGrad_long_rows", "AttentionGrad",
+       {T({1, 2, 3, 3}), T({1, 2, 3, 4}), T({1, 2, 4, 1300}), T({1, 2, 1300, 3}), T({3, 1300}), T({1, 2, 3, 3}),
+        Tu({1, 2, 3}, 7, 8)},
+       attention, 4);
   const In labels = vals(I64, {6}, {0, 4, 2, 1, 2, 3});
   for (const char* red : {"none", "sum", "mean"}) {
     const In dl = std::string(red) == "none" ? T({6}) : Tv({}, {1.3});

@@ -1,6 +1,6 @@
 // Finite-difference checks of ai.otter.Attention's gradient rule (graph/ops/attention.cc), whose
 // AttentionGrad kernel recomputes the probabilities block by block (kernels/cpu/attention.cc):
-// no mask, additive masks, bool masks filling -inf or a finite value where true or false,
+// no mask, additive masks (also trained ones), bool masks filling -inf or a finite value where true or false,
 // grouped-query heads, rank-2 operands, and shapes spanning several blocks.
 #include "tests/passes/gradcheck.h"
 
@@ -39,6 +39,16 @@ TEST(GradCheckAttention, AdditiveMask) {
   check_gradients(c);
 }
 
+// A trained additive mask (T5's relative position bias): its gradient is AttentionGrad's dScores,
+// summed over the axes the mask broadcasts along (here the batch; then none).
+TEST(GradCheckAttention, TrainedAdditiveMask) {
+  GradCheck c = attention({{2, 2, 3, 2}, {2, 2, 2, 4}, {2, 2, 4, 2}, {2, 3, 4}}, 0.5);
+  c.attrs["mask_mode"] = Attribute("add");
+  check_gradients_both(c);
+  c.shapes[3] = {2, 2, 3, 4};
+  check_gradients(c);
+}
+
 TEST(GradCheckAttention, CausalFill) {
   GradCheck c = attention({{2, 2, 4, 3}, {2, 2, 3, 4}, {2, 2, 4, 2}, {}}, 0.6);
   c.fixed = {{3, causal(4, 4)}};
@@ -64,6 +74,14 @@ TEST(GradCheckAttention, SeveralBlocks) {
   c.fixed = {{3, causal(130, 130)}};
   c.attrs["mask_mode"] = Attribute("fill_true");
   c.no_grad = {0, 1};  // dV only (about 130 checks); dQ and dK: tests/runtime/attention_test.cc
+  check_gradients(c);
+}
+
+// A trained per-key bias over 130 queries: dScores gathered from every query and key block.
+TEST(GradCheckAttention, SeveralBlocksTrainedMask) {
+  GradCheck c = attention({{1, 1, 130, 40}, {1, 1, 40, 130}, {1, 1, 130, 1}, {1, 130}}, 0.15);
+  c.attrs["mask_mode"] = Attribute("add");
+  c.no_grad = {0, 1, 2};
   check_gradients(c);
 }
 

@@ -24,7 +24,10 @@
 
 #include "graph/onnx_io.h"
 #include "graph/op_table.h"
+#include "graph/verifier.h"
 #include "passes/batchnorm_mode.h"
+#include "passes/fuse_attention.h"
+#include "passes/pass_manager.h"
 #include "passes/recurrent.h"
 #include "runtime/executor.h"
 #include "runtime/gradients.h"
@@ -114,7 +117,7 @@ double check_logits(const std::string& path, const NpzArchive& ref) {
   auto g = import_onnx_file(path);
   pin_batch(*g, batch_size(ref));
   batchnorm_mode(*g, /*train=*/true);  // an eval-mode export runs as model.train() too
-  unroll_recurrent_ops(*g);             // as canonicalize does (LSTM has no kernel of its own)
+  unroll_recurrent_ops(*g);            // as canonicalize does (LSTM has no kernel of its own)
   std::map<std::string, Tensor> feeds = batch_of(*g, ref, "");
   feeds.erase("labels");
   Executor ex(*g);
@@ -235,6 +238,31 @@ std::vector<std::tuple<std::string, int>> cases() {
 INSTANTIATE_TEST_SUITE_P(Models, Zoo, ::testing::ValuesIn(cases()), [](const auto& info) {
   return std::get<0>(info.param) + "_op" + std::to_string(std::get<1>(info.param));
 });
+
+// fuse-attention fires on every attention block of every zoo transformer: each Softmax of the
+// canonicalized export is the softmax of one attention (BART's [B*H, S, T] layout and T5's trained
+// position bias included) and becomes an ai.otter.Attention. The training runs above use the
+// fused graphs (the default pipeline), so their PyTorch comparisons check the fused numerics.
+TEST(ZooAttention, FusesEveryAttentionBlock) {
+  const std::vector<std::string> transformers = {"vit",   "bert", "distilbert", "roberta", "gpt2",
+                                                 "llama", "t5",   "bart",       "whisper", "wav2vec2"};
+  for (const std::string& name : transformers)
+    for (int opset : {14, 17}) {
+      auto g = import_onnx_file(model_path(name, opset));
+      run_pipeline(*g, "canonicalize");
+      int64_t softmax = 0;
+      for (const auto& n : g->nodes()) softmax += n->op_type() == "Softmax";
+      const FuseAttentionStats st = fuse_attention(*g);
+      int64_t left = 0;
+      for (const auto& n : g->nodes()) left += n->op_type() == "Softmax";
+      EXPECT_GT(softmax, 0) << name << " opset " << opset;
+      EXPECT_EQ(st.fused, softmax) << name << " opset " << opset;
+      EXPECT_EQ(left, 0) << name << " opset " << opset;
+      EXPECT_TRUE(verify_graph(*g).empty()) << name << " opset " << opset;
+      std::printf("zoo attention | %s | %d | %lld of %lld fused (%lld grouped-query)\n", name.c_str(), opset,
+                  static_cast<long long>(st.fused), static_cast<long long>(softmax), static_cast<long long>(st.gqa));
+    }
+}
 
 TEST(ZooList, EveryKnownFailureIsAZooModel) {
   for (const auto& [name, why] : kKnownFailures)
