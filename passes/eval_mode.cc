@@ -10,6 +10,10 @@ namespace otter {
 int64_t eval_mode(Graph& g) {
   int64_t changed = 0;
   for (Node* n : g.node_list()) {
+    if (n->domain() == kOtterDomain && n->op_type() == "Attention" && n->attr_f("dropout", 0.f) > 0) {
+      n->set_attr("dropout", Attribute(0.f));  // fuse-attention's dropout (passes/fuse_attention.h)
+      ++changed;
+    }
     if (!n->domain().empty()) continue;
     if (n->op_type() == "BatchNormalization" && n->attr_i("training_mode", 0) != 0) {
       std::vector<Value*> outs = g.outputs();

@@ -35,7 +35,7 @@ struct Match {
   // BART's layout: scores [B*H, S, T] reshaped to [B, H, S, T] (split) for the mask, and back (merge).
   Node *split = nullptr, *merge = nullptr;
   Value *q = nullptr, *kt = nullptr, *v = nullptr, *mask_value = nullptr;
-  double scale_value = 1, fill = -INFINITY;
+  double scale_value = 1, fill = -INFINITY, dropout_ratio = 0;
   std::string mask_mode = "none";
   std::vector<Node*> casts;  // identity Casts looked through
 };
@@ -53,6 +53,17 @@ Node* producer(const Value* v, std::vector<Node*>* casts = nullptr) {
     p = single_use_producer(p->input(0));
   }
   return p;
+}
+
+// The ratio of a Dropout that drops in training with constant ratio and training_mode and whose
+// mask output nobody reads: Attention's own dropout takes its place. nullopt otherwise.
+std::optional<double> fusable_dropout(const Node& d) {
+  if (d.num_outputs() > 1 && d.output(1) && (!d.output(1)->uses().empty() || d.output(1)->is_graph_output()))
+    return std::nullopt;
+  std::optional<double> training = d.has_input(2) ? const_scalar(d.input(2)) : std::nullopt;
+  std::optional<double> ratio = d.has_input(1) ? const_scalar(d.input(1)) : std::optional<double>(0.5);
+  if (!training || *training == 0 || !ratio || !(*ratio > 0 && *ratio < 1)) return std::nullopt;
+  return ratio;
 }
 
 // Dropout that returns its input unchanged: no training_mode, or a constant false one, or ratio 0.
@@ -177,8 +188,10 @@ bool match(Node* out, Match& m, bool* dropout_drops) {
   Node* n = producer(out->input(0), &m.casts);
   if (is_op(n, "Dropout")) {
     if (!dropout_is_identity(*n)) {
-      *dropout_drops = is_op(producer(n->input(0)), "Softmax");
-      return false;
+      std::optional<double> ratio = fusable_dropout(*n);
+      *dropout_drops = !ratio && is_op(producer(n->input(0)), "Softmax");
+      if (!ratio) return false;
+      m.dropout_ratio = *ratio;
     }
     m.dropout = n;
     n = producer(n->input(0), &m.casts);
@@ -273,7 +286,10 @@ void replace(Graph& g, const Match& m) {
   if (m.mask_value) ins.push_back(m.mask_value);
   if (!g.opset_imports.count(kOtterDomain)) g.opset_imports[kOtterDomain] = 1;
   const std::string yname = m.split ? g.unique_name(name + ".heads") : name;
-  Node* a = g.add_node("Attention", ins, {yname, g.unique_name(name + ".lse")}, kOtterDomain, m.out);
+  std::vector<std::string> outs = {yname, g.unique_name(name + ".lse")};
+  if (m.dropout_ratio > 0) outs.push_back(g.unique_name(name + ".seed"));
+  Node* a = g.add_node("Attention", ins, outs, kOtterDomain, m.out);
+  if (m.dropout_ratio > 0) a->set_attr("dropout", Attribute(static_cast<float>(m.dropout_ratio)));
   a->set_name(m.out->name().empty() ? name : m.out->name() + "/Attention");
   a->set_attr("scale", Attribute(static_cast<float>(m.scale_value)));
   if (m.mask_value) {
@@ -321,6 +337,7 @@ FuseAttentionStats fuse_attention(Graph& g, const FuseAttentionOptions& o) {
     if (o.gqa && !m.split && look_through_repeat(g, m)) ++st.gqa;
     replace(g, m);
     ++st.fused;
+    st.dropout += m.dropout_ratio > 0;
   }
   if (st.fused) g.remove_dead_nodes();
   return st;
@@ -338,6 +355,7 @@ void FuseAttentionPass::run(Graph& g, PassContext&) {
   FuseAttentionStats st = fuse_attention(g, opts_);
   count("fused", st.fused);
   count("gqa", st.gqa);
+  count("dropout", st.dropout);
   count("skipped_dropout", st.skipped_dropout);
 }
 

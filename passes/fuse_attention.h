@@ -14,12 +14,14 @@
 //       [B*H, S, T] masked as [B, H, S, T]; Q, Kt and V are then read as [B, H, ...] through
 //       Reshapes and Y reshaped back; H, S, T, D, Dv static)
 //   P = Softmax(Z) on the last axis
-//   P = Dropout(P) only when it is the identity (no training_mode, or constant ratio 0 / training
-//       false); Dropout that drops in training is not fused (counter skipped_dropout)
+//   P = Dropout(P) (optional): the identity (no training_mode, or constant ratio 0 / training
+//       false) goes; one that drops in training with a constant ratio and training_mode, its mask
+//       output unread, becomes Attention's `dropout` (counter dropout; the node gets a Seed output
+//       for the backward pass); any other is not fused (counter skipped_dropout)
 //   Y = MatMul(P, V)
 // every intermediate used once. With `gqa`, K and V expanded from fewer heads
 // (Reshape(Expand(Unsqueeze(kv, axis 2))), Hugging Face's repeat_kv) are read unexpanded: the
-// Attention node takes H/Hk query heads per K/V head. Counters: fused, gqa, skipped_dropout.
+// Attention node takes H/Hk query heads per K/V head. Counters: fused, gqa, dropout, skipped_dropout.
 // `fuse-attention{enabled=false}` does nothing (otter-train --fuse-attention off leaves the pass out).
 // Does not: fuse attention whose scale is applied to Q or K before the product, a mask applied
 // before the scale, or a Softmax on another axis.
@@ -44,7 +46,8 @@ struct FuseAttentionOptions {
 struct FuseAttentionStats {
   int64_t fused = 0;
   int64_t gqa = 0;              // of which read K/V unexpanded
-  int64_t skipped_dropout = 0;  // patterns left alone because their Dropout drops in training
+  int64_t dropout = 0;          // of which with Attention's own dropout
+  int64_t skipped_dropout = 0;  // patterns left alone because of a Dropout it cannot take over
 };
 
 FuseAttentionStats fuse_attention(Graph& g, const FuseAttentionOptions& o = {});

@@ -36,6 +36,8 @@ namespace {
 
 bool is_random(const Node& n) {
   const std::string& op = n.op_type();
+  // ai.otter.Attention with dropout draws its seed per run (graph/ops/attention.cc).
+  if (n.domain() == kOtterDomain) return op == "Attention" && n.attr_f("dropout", 0.f) > 0;
   return op.rfind("Random", 0) == 0 || op == "Bernoulli" || op == "Multinomial";
 }
 

@@ -1,7 +1,7 @@
 // Fused scaled-dot-product attention of the ai.otter domain (the fuse-attention pass makes it,
 // passes/fuse_attention.h) and its gradient op:
 //
-//   Attention(Q, Kt, V, mask?) {scale, mask_mode, fill} -> Y, LSE
+//   Attention(Q, Kt, V, mask?, seed?) {scale, mask_mode, fill, dropout} -> Y, LSE, Seed?
 //     Q [..., H, S, D], Kt [..., Hk, D, T] (K already transposed, as MatMul(Q, Kt) reads it),
 //     V [..., Hk, T, Dv]; H a multiple of Hk (grouped-query heads: head h reads K/V head
 //     h / (H / Hk)); the other leading axes equal. scores = Q Kt * scale, then the mask
@@ -9,8 +9,12 @@
 //     scores where a bool mask is true with `fill`, "fill_false" where it is false; "none": no
 //     mask. Y = softmax(scores, last axis) V [..., H, S, Dv]; LSE [..., H, S] = logsumexp of each
 //     row of scores (float32 for half inputs), kept for the backward pass instead of the
-//     probabilities.
-//   AttentionGrad(dY, Q, Kt, V, mask?, Y, LSE) {same} -> dQ?, dKt?, dV?, dScores?
+//     probabilities. dropout (default 0) drops each probability with that ratio and scales the
+//     kept ones by 1 / (1 - dropout) before the product with V, as Dropout(Softmax) does; which
+//     ones is a function of a 64-bit seed (kernels/common/attention_dropout.h): input `seed`
+//     (int64 scalar) or, without it, one drawn per run from the training generator. Seed [] is
+//     the seed used, which AttentionGrad takes to drop the same probabilities.
+//   AttentionGrad(dY, Q, Kt, V, mask?, Y, LSE, seed?) {same} -> dQ?, dKt?, dV?, dScores?
 //     recomputes the probabilities from LSE (kernels/cpu/attention.cc). dScores [..., H, S, T], in
 //     the mask's type, is the gradient of the masked scores, only with mask_mode "add": the
 //     gradient of a trained additive mask (T5's relative position bias) before its broadcast is
@@ -71,9 +75,24 @@ Shape attention_shape(InferContext& ctx, int q) {
   return Shape(y);
 }
 
+// The dropout attribute, and the seed input `seed_in` it needs (`need_seed`) or may take.
+void check_dropout(InferContext& ctx, int seed_in, bool need_seed) {
+  const float p = ctx.node().attr_f("dropout", 0.f);
+  if (!(p >= 0 && p < 1)) ctx.error(str_cat("attribute 'dropout' must be in [0, 1), got ", p));
+  if (need_seed && p > 0 && !ctx.has_input(seed_in))
+    ctx.error(str_cat("dropout ", p, " needs input ", seed_in, " (the forward's Seed)"));
+  if (!ctx.has_input(seed_in)) return;
+  infer::check_type(ctx, seed_in, Types::kInt64);
+  const Shape& s = ctx.in_shape(seed_in);
+  if (s.is_static() && s.numel() != 1)
+    ctx.error("input " + std::to_string(seed_in) + " (seed) must hold one value, got " + s.to_string());
+}
+
 void infer_attention(InferContext& ctx) {
-  infer::check_arity(ctx, 3, 4, 1, 2);
+  infer::check_arity(ctx, 3, 5, 1, 3);
   check_mask_mode(ctx, 3);
+  check_dropout(ctx, 4, false);
+  if (ctx.has_output(2)) ctx.set_output(2, DataType::kInt64, Shape());
   Shape y = attention_shape(ctx, 0);
   const DataType t = ctx.in_dtype(0);
   ctx.set_output(0, t, y);
@@ -85,10 +104,11 @@ void infer_attention(InferContext& ctx) {
 }
 
 void infer_attention_grad(InferContext& ctx) {
-  infer::check_arity(ctx, 4, 7, 1, 4);  // the mask (input 4) is optional
+  infer::check_arity(ctx, 4, 8, 1, 4);  // the mask (input 4) is optional
   for (int i : {5, 6})
     if (!ctx.has_input(i)) ctx.error(str_cat("input ", i, i == 5 ? " (Y)" : " (LSE)", " is required but missing"));
   check_mask_mode(ctx, 4);
+  check_dropout(ctx, 7, true);
   Shape y = attention_shape(ctx, 1);
   infer::check_same_type(ctx, 0, 1);
   if (y.rank_known && ctx.in_shape(0).rank_known && !(ctx.in_shape(0) == y))
@@ -115,9 +135,12 @@ void grad_attention(GradContext& c) {
   std::vector<bool> want = {c.needs_grad(0), c.needs_grad(1), c.needs_grad(2), mask_grad};
   if (!dy || (!want[0] && !want[1] && !want[2] && !want[3])) return;
   if (!c.output(1)) c.unsupported("Attention without its LSE output cannot be differentiated");
+  const bool dropout = c.node().attr_f("dropout", 0.f) > 0;
+  if (dropout && !c.output(2)) c.unsupported("Attention with dropout and without its Seed output");
+  std::vector<Value*> in = {dy, c.input(0), c.input(1), c.input(2), c.input(3), c.output(0), c.output(1)};
+  if (dropout) in.push_back(c.output(2));
   std::vector<Value*> g =
-      c.emit_some("AttentionGrad", {dy, c.input(0), c.input(1), c.input(2), c.input(3), c.output(0), c.output(1)}, want,
-                  c.forward_attrs({"scale", "mask_mode", "fill"}), kOtterDomain);
+      c.emit_some("AttentionGrad", in, want, c.forward_attrs({"scale", "mask_mode", "fill", "dropout"}), kOtterDomain);
   for (int i = 0; i < 3; ++i) c.set_grad_input(i, g[i]);
   if (mask_grad) c.set_grad_input(3, c.sum_to_shape(g[3], c.input(3)));
 }
@@ -136,13 +159,15 @@ void register_attention_ops(OpTable& t) {
   d.grad_kind = GradKind::kRule;
   d.grad = grad_attention;
   d.summary =
-      "Attention(Q, Kt, V, mask?) {scale, mask_mode, fill} -> Y, LSE: softmax(Q Kt * scale, masked) V, "
-      "grouped-query heads; LSE keeps each row's logsumexp for the backward pass";
+      "Attention(Q, Kt, V, mask?, seed?) {scale, mask_mode, fill, dropout} -> Y, LSE, Seed?: "
+      "dropout(softmax(Q Kt * scale, masked)) V, grouped-query heads; LSE keeps each row's logsumexp for the "
+      "backward pass, Seed the dropout's seed";
   t.add(d);
-  infer::add_otter_op(t, "AttentionGrad", infer_attention_grad, PrecisionClass::kLow,
-                      "AttentionGrad(dY, Q, Kt, V, mask?, Y, LSE) {scale, mask_mode, fill} -> dQ?, dKt?, dV?, "
-                      "dScores?: recomputes the probabilities from LSE block by block; dScores (additive masks "
-                      "only) is the gradient of the masked scores");
+  infer::add_otter_op(
+      t, "AttentionGrad", infer_attention_grad, PrecisionClass::kLow,
+      "AttentionGrad(dY, Q, Kt, V, mask?, Y, LSE, seed?) {scale, mask_mode, fill, dropout} -> dQ?, dKt?, dV?, "
+      "dScores?: recomputes the probabilities from LSE block by block; dScores (additive masks "
+      "only) is the gradient of the masked scores");
   t.mutable_find(kOtterDomain, "AttentionGrad", 1)->precision_inputs = {0, 1, 2, 3, 5};
 }
 

@@ -20,7 +20,9 @@ struct AttnAttrs {
   double scale = 1;
   MaskMode mode = MaskMode::kNone;
   double fill = -INFINITY;
-  explicit AttnAttrs(const Node& n) : scale(n.attr_f("scale", 1.0f)), fill(n.attr_f("fill", -INFINITY)) {
+  double dropout = 0;  // the ratio of dropped probabilities (kernels/common/attention_dropout.h)
+  explicit AttnAttrs(const Node& n)
+      : scale(n.attr_f("scale", 1.0f)), fill(n.attr_f("fill", -INFINITY)), dropout(n.attr_f("dropout", 0.f)) {
     const std::string m = n.attr_s("mask_mode", "none");
     mode = m == "add"          ? MaskMode::kAdd
            : m == "fill_true"  ? MaskMode::kFillTrue

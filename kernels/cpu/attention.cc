@@ -18,10 +18,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <type_traits>
 #include <vector>
 
 #include "graph/op_table.h"
+#include "kernels/common/attention_dropout.h"
 #include "kernels/common/attention_params.h"
 #include "kernels/common/elementwise.h"
 #include "kernels/cpu/attention_bf16.h"
@@ -45,8 +47,9 @@ using params::MaskMode;
 
 // One query block of one head: Y rows and LSE entries (the online softmax).
 template <typename T>
-void forward_block(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, T scale, const T* q, const T* kt,
-                   const T* v, int64_t bh, int64_t q0, T* y, T* lse, std::vector<T>& sc, std::vector<T>& acc) {
+void forward_block(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, const attn::Dropout& dr, T scale,
+                   const T* q, const T* kt, const T* v, int64_t bh, int64_t q0, T* y, T* lse, std::vector<T>& sc,
+                   std::vector<T>& acc) {
   const int64_t rows = std::min(bl.q, s.s - q0), kv = s.kv_head(bh), o = mv.off[bh];
   const T* qp = q + (bh * s.s + q0) * s.d;
   const T* kp = kt + kv * s.d * s.t;
@@ -75,6 +78,10 @@ void forward_block(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, 
       for (int64_t j = 0; j < cols; ++j) sum += row[j];
       l[i] = l[i] * corr + sum;
       m[i] = mnew;
+      if (dr.on()) {  // the sum is over the undropped probabilities, the product with V over the kept
+        const uint64_t e = static_cast<uint64_t>((bh * s.s + q0 + i) * s.t + k0);
+        for (int64_t j = 0; j < cols; ++j) row[j] *= static_cast<T>(dr.factor(e + j));
+      }
       if (corr != T(1))
         for (int64_t c = 0; c < s.dv; ++c) acc[i * s.dv + c] *= corr;
     }
@@ -104,6 +111,7 @@ class AttentionKernel : public Kernel {
     const MaskView<T> mv = attn::mask_view<T>(ctx, at_, s, 3);
     T* y = ctx.allocate_output(0, q.dtype(), s.y_dims).template data<T>();
     T* lse = ctx.has_output(1) ? ctx.allocate_output(1, q.dtype(), s.lse_dims).template data<T>() : nullptr;
+    const attn::Dropout dr = dropout(ctx);
     const Blocks bl(s);
     const int64_t nqb = (s.s + bl.q - 1) / bl.q, tasks = s.bh() * nqb;
     const T scale = static_cast<T>(at_.scale);
@@ -112,11 +120,28 @@ class AttentionKernel : public Kernel {
       std::vector<T> sc(bl.q * bl.k), acc(bl.q * std::max<int64_t>(s.dv, 1));
 #pragma omp for schedule(dynamic)
       for (int64_t task = 0; task < tasks; ++task)
-        forward_block<T>(s, bl, mv, scale, q.data<T>(), kt.data<T>(), v.data<T>(), task / nqb, (task % nqb) * bl.q, y,
-                         lse, sc, acc);
+        forward_block<T>(s, bl, mv, dr, scale, q.data<T>(), kt.data<T>(), v.data<T>(), task / nqb, (task % nqb) * bl.q,
+                         y, lse, sc, acc);
     }
   }
+
+  // The dropout of this run: its seed from input 4, else drawn from the training generator (the
+  // node's own, seeded 0, without one); output 2 returns it for AttentionGrad.
+  attn::Dropout dropout(KernelContext& ctx) {
+    uint64_t seed = 0;
+    if (ctx.has_input(4)) {
+      const Tensor& t = ctx.input(4);
+      if (t.dtype() != DataType::kInt64 || t.numel() != 1) ctx.error("seed must be one int64, got " + t.describe());
+      seed = static_cast<uint64_t>(t.data<int64_t>()[0]);
+    } else if (at_.dropout > 0) {
+      seed = ctx.rng ? (*ctx.rng)() : own_();
+    }
+    if (ctx.has_output(2)) ctx.allocate_output(2, DataType::kInt64, {}).data<int64_t>()[0] = static_cast<int64_t>(seed);
+    return attn::make_dropout(at_.dropout, seed);
+  }
+
   AttnAttrs at_;
+  std::mt19937_64 own_{0};
 };
 
 // Buffers and pointers of one backward call.
@@ -125,12 +150,16 @@ struct BackwardArgs {
   const T *dy, *q, *kt, *v, *y, *lse;
   T *dq, *dkt, *dv;
   T* dsc = nullptr;  // dScores [bh, S, T], where wanted (zero where a block is skipped)
+  attn::Dropout dr = {};
 };
 
 // The gradients of one query head against one key block and one query block (see the top).
+// With dropout, pd holds P with the forward's dropped entries zeroed and the kept ones scaled
+// (what multiplied V), and dP = dY V^T takes the same factors: dS = P * (factor * dP - rowsum(dY * Y)).
 template <typename T>
 void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, T scale, const BackwardArgs<T>& a,
-                   int64_t bh, int64_t kv, int64_t q0, int64_t k0, const T* di, std::vector<T>& p, std::vector<T>& ds) {
+                   int64_t bh, int64_t kv, int64_t q0, int64_t k0, const T* di, std::vector<T>& p, std::vector<T>& ds,
+                   std::vector<T>& pd) {
   const int64_t rows = std::min(bl.q, s.s - q0), cols = std::min(bl.k, s.t - k0), o = mv.off[bh];
   if (mv.dead(o, q0, rows, k0, cols)) return;
   const T* qp = a.q + (bh * s.s + q0) * s.d;
@@ -148,8 +177,17 @@ void backward_pair(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, 
         row[j] = l == -std::numeric_limits<T>::infinity() ? T(0) : math::exp_nonpositive(row[j] - l);
     }
   });
-  gemm<T>(true, false, cols, s.dv, rows, T(1), p.data(), bl.k, dyp, s.dv, T(1), a.dv + (kv * s.t + k0) * s.dv, s.dv);
+  const uint64_t e0 = static_cast<uint64_t>((bh * s.s + q0) * s.t + k0);
+  if (a.dr.on())
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        pd[i * bl.k + j] = p[i * bl.k + j] * static_cast<T>(a.dr.factor(e0 + i * s.t + j));
+  const T* pv = a.dr.on() ? pd.data() : p.data();
+  gemm<T>(true, false, cols, s.dv, rows, T(1), pv, bl.k, dyp, s.dv, T(1), a.dv + (kv * s.t + k0) * s.dv, s.dv);
   gemm<T>(false, true, rows, cols, s.dv, T(1), dyp, s.dv, vp, s.dv, T(0), ds.data(), bl.k);
+  if (a.dr.on())
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) ds[i * bl.k + j] *= static_cast<T>(a.dr.factor(e0 + i * s.t + j));
   cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
     for (int64_t i = 0; i < rows; ++i) {
       T* g = ds.data() + i * bl.k;
@@ -179,6 +217,15 @@ class AttentionGradKernel : public Kernel {
                                   : (spare = Tensor(like.dtype(), like.dims()));
     std::fill(t.data<T>(), t.data<T>() + t.numel(), T(0));
     return t.data<T>();
+  }
+
+  // The forward's dropout: its seed is input 7 (graph/ops/attention.cc requires it with dropout).
+  attn::Dropout dropout(KernelContext& ctx) const {
+    if (!(at_.dropout > 0)) return {};
+    if (!ctx.has_input(7)) ctx.error("dropout needs input 7 (the forward's Seed)");
+    const Tensor& t = ctx.input(7);
+    if (t.dtype() != DataType::kInt64 || t.numel() != 1) ctx.error("seed must be one int64, got " + t.describe());
+    return attn::make_dropout(at_.dropout, static_cast<uint64_t>(t.data<int64_t>()[0]));
   }
 
   // Output 3, dScores [..., H, S, T] zeroed, where wanted: only for an additive mask of Q's type.
@@ -212,12 +259,13 @@ class AttentionGradKernel : public Kernel {
                       grad_out<T>(ctx, 1, kt, spare[1]),
                       grad_out<T>(ctx, 2, v, spare[2])};
     a.dsc = scores_grad<T>(ctx, s, q);
+    a.dr = dropout(ctx);
     const Blocks bl(s);
     const int64_t group = s.h / s.hk, tasks = s.lead * s.hk;
     const T scale = static_cast<T>(at_.scale);
 #pragma omp parallel if (tasks > 1 && attn::attention_work(s) >= attn::kParallelAttentionWork)
     {
-      std::vector<T> p(bl.q * bl.k), ds(bl.q * bl.k), di(s.s);
+      std::vector<T> p(bl.q * bl.k), ds(bl.q * bl.k), di(s.s), pd(a.dr.on() ? bl.q * bl.k : 0);
 #pragma omp for schedule(dynamic)
       for (int64_t task = 0; task < tasks; ++task) {
         for (int64_t g = 0; g < group; ++g) {
@@ -232,7 +280,7 @@ class AttentionGradKernel : public Kernel {
           });
           for (int64_t k0 = 0; k0 < s.t; k0 += bl.k)
             for (int64_t q0 = 0; q0 < s.s; q0 += bl.q)
-              backward_pair<T>(s, bl, mv, scale, a, bh, task, q0, k0, di.data(), p, ds);
+              backward_pair<T>(s, bl, mv, scale, a, bh, task, q0, k0, di.data(), p, ds, pd);
         }
       }
     }

@@ -368,8 +368,8 @@ class Bf16Kernel : public Kernel {
   Bf16Kernel(const Node& n, bool grad, std::unique_ptr<Kernel> widened)
       : at_(n), grad_(grad), widened_(std::move(widened)) {}
   void run(KernelContext& ctx) override {
-    // dScores (a trained additive mask's gradient) only on the widening kernel.
-    if (!cpu::bf16_gemm_native() || (grad_ && ctx.has_output(3))) return widened_->run(ctx);
+    // Dropout and dScores (a trained additive mask's gradient) only on the widening kernel.
+    if (!cpu::bf16_gemm_native() || at_.dropout > 0 || (grad_ && ctx.has_output(3))) return widened_->run(ctx);
 #if OTTER_BF16_ATTENTION
     grad_ ? backward(ctx, at_) : forward(ctx, at_);
 #endif

@@ -8,6 +8,7 @@
 // type computes in float; grouped-query heads and masks as on the CPU (kernels/cpu/attention.cc).
 #include <cmath>
 
+#include "kernels/common/attention_dropout.h"
 #include "kernels/common/attention_params.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -35,6 +36,7 @@ struct AttnArgs {
   const bool* mask_flags;   // fill modes
   const int64_t* mask_off;  // per bh
   int64_t ss, st;
+  attn::Dropout dr;  // the probabilities' dropout (kernels/common/attention_dropout.h)
 };
 
 __device__ int64_t kv_head(const AttnArgs& a, int64_t bh) { return (bh / a.h) * a.hk + (bh % a.h) / (a.h / a.hk); }
@@ -93,9 +95,11 @@ __global__ void attention_forward_kernel(AttnArgs a, int64_t rows, void* y, floa
         l = l * corr + block_reduce(sum, SumOp{}, 0.f);
         for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
           float part = 0;
-          for (int64_t j = 0; j < n; ++j)
-            if (sc[j] != -INFINITY)
-              part += expf(sc[j] - mnew) * load_as_float(a.v, a.type, (kv * a.t + k0 + j) * a.dv + c);
+          for (int64_t j = 0; j < n; ++j) {
+            if (sc[j] == -INFINITY) continue;
+            const float f = a.dr.on() ? a.dr.factor(static_cast<uint64_t>(r * a.t + k0 + j)) : 1.f;
+            part += expf(sc[j] - mnew) * f * load_as_float(a.v, a.type, (kv * a.t + k0 + j) * a.dv + c);
+          }
           acc[c] = acc[c] * corr + part;
         }
         m = mnew;
@@ -131,8 +135,9 @@ __global__ void attention_backward_kernel(AttnArgs a, int64_t rows, float* dq, f
         float dp = 0;
         for (int64_t c = 0; c < a.dv; ++c)
           dp += load_as_float(a.dy, a.type, r * a.dv + c) * load_as_float(a.v, a.type, (kv * a.t + k0 + j) * a.dv + c);
-        p[j] = pj;
-        ds[j] = rep[j] ? 0.f : pj * (dp - di);
+        const float f = a.dr.on() ? a.dr.factor(static_cast<uint64_t>(r * a.t + k0 + j)) : 1.f;
+        p[j] = pj * f;  // what multiplied V
+        ds[j] = rep[j] ? 0.f : pj * (f * dp - di);
         if (dsc) dsc[r * a.t + k0 + j] = ds[j];
       }
       __syncthreads();
@@ -223,6 +228,17 @@ class AttentionKernel : public Kernel {
     a.q = q.raw();
     a.kt = kt.raw();
     a.v = v.raw();
+    uint64_t seed = 0;  // input 4, else drawn from the training generator (the node's own counter without one)
+    if (ctx.has_input(4))
+      seed = static_cast<uint64_t>(host_ints(ctx, 4, "seed").at(0));
+    else if (at_.dropout > 0)
+      seed = ctx.rng ? (*ctx.rng)() : runs_++;
+    a.dr = attn::make_dropout(at_.dropout, seed);
+    if (ctx.has_output(2)) {
+      const int64_t host = static_cast<int64_t>(seed);
+      OTTER_CUDA_CHECK(cudaMemcpyAsync(ctx.allocate_output(2, DataType::kInt64, {}).raw(), &host, sizeof host,
+                                       cudaMemcpyHostToDevice, stream_of(ctx)));
+    }
     Tensor& y = ctx.allocate_output(0, q.dtype(), s.y_dims);
     float* lse = ctx.has_output(1) ? ctx.allocate_output(1, DataType::kFloat32, s.lse_dims).data<float>() : nullptr;
     const int64_t rows = s.bh() * s.s;
@@ -234,6 +250,7 @@ class AttentionKernel : public Kernel {
 
  private:
   AttnAttrs at_;
+  uint64_t runs_ = 0;
 };
 
 class AttentionGradKernel : public Kernel {
@@ -252,6 +269,10 @@ class AttentionGradKernel : public Kernel {
     a.y = y.raw();
     a.dy = dy.raw();
     a.lse_in = lse.data<float>();
+    if (at_.dropout > 0) {
+      if (!ctx.has_input(7)) ctx.error("dropout needs input 7 (the forward's Seed)");
+      a.dr = attn::make_dropout(at_.dropout, static_cast<uint64_t>(host_ints(ctx, 7, "seed").at(0)));
+    }
     const Tensor* like[3] = {&q, &kt, &v};
     Tensor acc[3];
     for (int k = 0; k < 3; ++k) {

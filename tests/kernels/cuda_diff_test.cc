@@ -467,6 +467,15 @@ std::vector<Case> grad_cases() {
        {T({2, 2, 5, 3}), T({2, 2, 5, 4}), T({2, 2, 4, 7}), T({2, 2, 7, 3}), T({2, 2, 5, 7}), T({2, 2, 5, 3}),
         Tu({2, 2, 5}, 2, 3)},
        attention, 4);
+  // Dropout under a fixed seed (input 4 / 7): the same hash on both devices drops the same probabilities.
+  std::map<std::string, Attribute> dropout = attention;
+  dropout["dropout"] = 0.3f;
+  grad("Attention_dropout", "Attention",
+       {T({2, 2, 5, 4}), T({2, 2, 4, 7}), T({2, 2, 7, 3}), T({5, 7}), vals(I64, {}, {42})}, dropout, 3);
+  grad("AttentionGrad_dropout", "AttentionGrad",
+       {T({2, 2, 5, 3}), T({2, 2, 5, 4}), T({2, 2, 4, 7}), T({2, 2, 7, 3}), T({5, 7}), T({2, 2, 5, 3}),
+        Tu({2, 2, 5}, 2, 3), vals(I64, {}, {42})},
+       dropout, 3);
   // 1300 keys: two of the CUDA kernels' chunks of 1024 (kernels/cuda/attention.cu).
   grad("Attention_long_rows", "Attention", {T({1, 2, 3, 4}), T({1, 2, 4, 1300}), T({1, 2, 1300, 3}), T({3, 1300})},
        attention, 2);

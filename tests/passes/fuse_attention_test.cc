@@ -61,8 +61,15 @@ TEST(FuseAttention, LeavesOtherPatternsAlone) {
   EXPECT_EQ(fused("p = Softmax<axis = -1>(b)\n y = MatMul(p, v)\n extra = Identity(p)\n"), 0);  // probabilities too
   EXPECT_EQ(fused("p = Softmax<axis = 2>(b)\n y = MatMul(p, v)\n extra = Identity(q)\n"), 0);
   EXPECT_EQ(fused("p = Softmax<axis = -1>(b)\n y = MatMul(p, v)\n extra = Identity(q)\n"), 1);
+  // A training-mode Dropout becomes the fused node's dropout, unless its mask is read.
   auto g = model("p = Softmax<axis = -1>(b)\n d = Dropout(p, ratio, train)\n y = MatMul(d, v)\n extra = Identity(q)\n");
   FuseAttentionStats st = fuse_attention(*g);
+  EXPECT_EQ(st.fused, 1);
+  EXPECT_EQ(st.dropout, 1);
+  g = model(
+      "p = Softmax<axis = -1>(b)\n d, dm = Dropout(p, ratio, train)\n y = MatMul(d, v)\n dmf = Cast<to = 1>(dm)\n"
+      " extra = ReduceSum<keepdims = 0>(dmf)\n");
+  st = fuse_attention(*g);
   EXPECT_EQ(st.fused, 0);
   EXPECT_EQ(st.skipped_dropout, 1);
 }

@@ -85,5 +85,33 @@ TEST(GradCheckAttention, SeveralBlocksTrainedMask) {
   check_gradients(c);
 }
 
+Tensor seed(int64_t v) {
+  Tensor t(DataType::kInt64, {});
+  t.data<int64_t>()[0] = v;
+  return t;
+}
+
+// Dropout inside Attention under a fixed seed (input 4): AttentionGrad regenerates the forward's
+// mask from the Seed output (kernels/common/attention_dropout.h). With a ratio of 0.3 over 36
+// probabilities per head some are dropped; tests/kernels/attention_dropout_test.cc checks which.
+TEST(GradCheckAttention, Dropout) {
+  GradCheck c = attention({{2, 2, 3, 2}, {2, 2, 2, 6}, {2, 2, 6, 2}, {}, {}}, 0.5);
+  c.fixed = {{3, Tensor()}, {4, seed(42)}};
+  c.attrs["dropout"] = Attribute(0.3f);
+  c.num_outputs = 3;
+  check_gradients_both(c);
+}
+
+// Dropout with a causal mask over several blocks (dV; dQ and dK: GradCheckAttention.Dropout).
+TEST(GradCheckAttention, DropoutSeveralBlocks) {
+  GradCheck c = attention({{1, 1, 130, 40}, {1, 1, 40, 130}, {1, 1, 130, 1}, {}, {}}, 0.15);
+  c.fixed = {{3, causal(130, 130)}, {4, seed(7)}};
+  c.attrs["mask_mode"] = Attribute("fill_true");
+  c.attrs["dropout"] = Attribute(0.2f);
+  c.num_outputs = 3;
+  c.no_grad = {0, 1};
+  check_gradients(c);
+}
+
 }  // namespace
 }  // namespace otter::testing

@@ -10,6 +10,7 @@
 
 #include "graph/graph_stats.h"
 #include "graph/onnx_io.h"
+#include "kernels/common/attention_dropout.h"
 #include "passes/autodiff.h"
 #include "passes/fuse_attention.h"
 #include "runtime/constant_eval.h"
@@ -23,21 +24,32 @@
 namespace otter {
 namespace {
 
+// How the probabilities are dropped: not at all, by a training-mode Dropout of ratio 0.1, or by a
+// product with the graph input f (the factors the fused kernel's hash gives).
+enum class Drop { kNone, kDropout, kFactors };
+
 // One attention block over graph inputs q, k (grouped: `hk` heads expanded to `h` as repeat_kv
 // does), v, a causal bool mask and a loss sum(y * r). S = T = 130 and D = 40: several blocks.
-std::string attention_model(const char* type, int64_t h, int64_t hk, bool additive) {
+std::string attention_model(const char* type, int64_t h, int64_t hk, bool additive, Drop drop = Drop::kNone) {
   const int64_t s = 130, d = 40;
   std::string mask = additive ? "am = Where(cmask, ninf, zero)\n  z = Add(x, am)\n" : "z = Where(cmask, ninf, x)\n";
-  return str_cat(
-      "<ir_version: 8, opset_import: [\"\" : 17]>\nattn (", type, "[2, ", h, ", ", s, ", ", d, "] q, ", type, "[2, ",
-      hk, ", ", s, ", ", d, "] k, ", type, "[2, ", hk, ", ", s, ", ", d, "] v, ", type, "[2, ", h, ", ", s, ", ", d,
-      "] r, bool[", s, ", ", s, "] cmask) => (", type, " loss)\n", "  <int64[1] ax2 = {2}, int64[5] rep = {1, 1, ",
-      h / hk, ", 1, 1}, int64[4] heads = {2, ", h, ", ", s, ", ", d, "}>\n{\n  scale = Constant<value = ", type,
-      " {0.15}>()\n  zero = Constant<value = ", type, " {0.0}>()\n  ninf = Log(zero)\n",
-      "  ku = Unsqueeze(k, ax2)\n  ke = Expand(ku, rep)\n  kr = Reshape(ke, heads)\n",
-      "  vu = Unsqueeze(v, ax2)\n  ve = Expand(vu, rep)\n  vr = Reshape(ve, heads)\n",
-      "  kt = Transpose<perm = [0, 1, 3, 2]>(kr)\n  sc = MatMul(q, kt)\n  x = Mul(sc, scale)\n  ", mask,
-      "  p = Softmax<axis = -1>(z)\n  y = MatMul(p, vr)\n  yr = Mul(y, r)\n  loss = ReduceSum<keepdims = 0>(yr)\n}\n");
+  const std::string f = drop == Drop::kFactors ? str_cat(", ", type, "[2, ", h, ", ", s, ", ", s, "] f") : "";
+  const std::string pd = drop == Drop::kNone      ? ""
+                         : drop == Drop::kDropout ? str_cat("  ratio = Constant<value = ", type,
+                                                            " {0.1}>()\n  train = Constant<value = bool {1}>()\n"
+                                                            "  pd = Dropout(p, ratio, train)\n")
+                                                  : "  pd = Mul(p, f)\n";
+  return str_cat("<ir_version: 8, opset_import: [\"\" : 17]>\nattn (", type, "[2, ", h, ", ", s, ", ", d, "] q, ", type,
+                 "[2, ", hk, ", ", s, ", ", d, "] k, ", type, "[2, ", hk, ", ", s, ", ", d, "] v, ", type, "[2, ", h,
+                 ", ", s, ", ", d, "] r, bool[", s, ", ", s, "] cmask", f, ") => (", type, " loss)\n",
+                 "  <int64[1] ax2 = {2}, int64[5] rep = {1, 1, ", h / hk, ", 1, 1}, int64[4] heads = {2, ", h, ", ", s,
+                 ", ", d, "}>\n{\n  scale = Constant<value = ", type, " {0.15}>()\n  zero = Constant<value = ", type,
+                 " {0.0}>()\n  ninf = Log(zero)\n",
+                 "  ku = Unsqueeze(k, ax2)\n  ke = Expand(ku, rep)\n  kr = Reshape(ke, heads)\n",
+                 "  vu = Unsqueeze(v, ax2)\n  ve = Expand(vu, rep)\n  vr = Reshape(ve, heads)\n",
+                 "  kt = Transpose<perm = [0, 1, 3, 2]>(kr)\n  sc = MatMul(q, kt)\n  x = Mul(sc, scale)\n  ", mask,
+                 "  p = Softmax<axis = -1>(z)\n", pd, "  y = MatMul(", drop == Drop::kNone ? "p" : "pd",
+                 ", vr)\n  yr = Mul(y, r)\n  loss = ReduceSum<keepdims = 0>(yr)\n}\n");
 }
 
 Tensor random_tensor(DataType t, std::vector<int64_t> dims, std::mt19937_64& rng) {
@@ -50,8 +62,10 @@ Tensor random_tensor(DataType t, std::vector<int64_t> dims, std::mt19937_64& rng
   return f;
 }
 
-// The loss and the gradients of q, k, v of the model, fused or not.
-std::map<std::string, Tensor> loss_and_grads(const std::string& text, bool fuse, int64_t* attention_nodes) {
+// The loss and the gradients of q, k, v of the model, fused or not; `factors` feeds input f
+// (Drop::kFactors), `seed` receives the fused node's dropout seed (Drop::kDropout).
+std::map<std::string, Tensor> loss_and_grads(const std::string& text, bool fuse, int64_t* attention_nodes,
+                                             const Tensor* factors = nullptr, int64_t* seed = nullptr) {
   auto g = import_onnx_text(text);
   run_pipeline(*g, "canonicalize");  // folds -inf = Log(0)
   FuseAttentionStats st;
@@ -70,8 +84,13 @@ std::map<std::string, Tensor> loss_and_grads(const std::string& text, bool fuse,
   for (int64_t i = 0; i < 130; ++i)
     for (int64_t j = 0; j < 130; ++j) m.data<bool>()[i * 130 + j] = j > i;
   feeds["cmask"] = m;
+  if (factors) feeds["f"] = *factors;
+  std::vector<std::string> extra;
+  for (const auto& n : g->nodes())
+    if (seed && n->op_type() == "Attention" && n->num_outputs() > 2) extra.push_back(n->output(2)->name());
   Executor ex(*g);
-  auto out = ex.run(feeds);
+  auto out = ex.run(feeds, extra);
+  if (seed) *seed = extra.empty() ? -1 : out.at(extra[0]).data<int64_t>()[0];
   std::map<std::string, Tensor> r = {{"loss", out.at("loss")}};
   for (size_t i = 0; i < ar.params.size(); ++i) r[ar.params[i]] = out.at(ar.grads[i]);
   return r;
@@ -104,6 +123,39 @@ TEST(FusedAttention, MatchesUnfusedGraph) {
         worst = std::max(
             worst, std::abs(f.get_as_double(i) - t.get_as_double(i)) / std::max(1.0, std::abs(t.get_as_double(i))));
       EXPECT_LE(worst, c.tol) << name;
+    }
+  }
+}
+
+// A training-mode Dropout (ratio 0.1) after the Softmax becomes the fused node's dropout; the
+// fused loss and gradients equal the unfused graph's with the probabilities multiplied by the
+// factors the hash gives for the seed the node drew (kernels/common/attention_dropout.h), so the
+// Seed output reaches AttentionGrad and both drop the same probabilities.
+TEST(FusedAttention, DropoutMatchesTheUnfusedGraphWithTheSameFactors) {
+  for (const char* type : {"double", "float"}) {
+    SCOPED_TRACE(type);
+    const bool f64 = std::string(type) == "double";
+    int64_t fused = 0, unfused = 0, seed = 0;
+    auto got = loss_and_grads(attention_model(type, 2, 2, false, Drop::kDropout), true, &fused, nullptr, &seed);
+    ASSERT_EQ(fused, 1);
+    ASSERT_NE(seed, -1) << "the fused node has no Seed output";
+    const attn::Dropout dr = attn::make_dropout(static_cast<double>(0.1f), static_cast<uint64_t>(seed));
+    Tensor f(f64 ? DataType::kFloat64 : DataType::kFloat32, {2, 2, 130, 130});
+    int64_t dropped = 0;
+    for (int64_t e = 0; e < f.numel(); ++e) {
+      const float x = dr.factor(static_cast<uint64_t>(e));
+      dropped += x == 0;
+      f64 ? void(f.data<double>()[e] = x) : void(f.data<float>()[e] = x);
+    }
+    EXPECT_NEAR(static_cast<double>(dropped) / f.numel(), 0.1, 0.01);
+    auto ref = loss_and_grads(attention_model(type, 2, 2, false, Drop::kFactors), false, &unfused, &f);
+    ASSERT_EQ(ref.size(), got.size());
+    for (const auto& [name, t] : ref) {
+      double worst = 0;
+      for (int64_t i = 0; i < t.numel(); ++i)
+        worst = std::max(worst, std::abs(got.at(name).get_as_double(i) - t.get_as_double(i)) /
+                                    std::max(1.0, std::abs(t.get_as_double(i))));
+      EXPECT_LE(worst, f64 ? 1e-7 : 1e-5) << name;
     }
   }
 }
