@@ -1,12 +1,16 @@
-// cuBLASLt and cuDNN, opened on first use. The CUDA backend calls these libraries through the
+// cuBLASLt, cuDNN and NCCL, opened on first use. The CUDA backend calls these libraries through the
 // functions below, which have the libraries' own names and signatures: the first call of any of
 // them dlopen()s the library and looks the function up, so a process that never runs a CUDA kernel
-// (every CPU run) maps neither library (docs/performance.md, "Start-up"). The CUDA runtime itself is
-// linked statically and loads the driver only on its first call. A function the backend starts to
-// use must get one OTTER_LAZY line here (the link fails naming it otherwise).
+// (every CPU run) maps none of them, and NCCL is mapped only by a data-parallel CUDA run
+// (docs/performance.md, "Start-up"). The CUDA runtime itself is linked statically and loads the
+// driver only on its first call. A function the backend starts to use must get one OTTER_LAZY line
+// here (the link fails naming it otherwise).
 #include <cublasLt.h>
 #include <cudnn.h>
 #include <dlfcn.h>
+#ifdef OTTER_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include <mutex>
 #include <string>
@@ -25,6 +29,9 @@ struct LazyLib {
 
 LazyLib kCublasLt{OTTER_CUBLASLT_SONAME, OTTER_CUBLASLT_PATH};
 LazyLib kCudnn{OTTER_CUDNN_SONAME, OTTER_CUDNN_PATH};
+#ifdef OTTER_HAVE_NCCL
+LazyLib kNccl{OTTER_NCCL_SONAME, OTTER_NCCL_PATH};  // kernels/cuda/nccl.cc, data parallelism on CUDA
+#endif
 
 void *lazy_symbol(LazyLib &lib, const char *name) {
   std::call_once(lib.once, [&] {
@@ -155,3 +162,31 @@ OTTER_LAZY(kCudnn, cudnnStatus_t, cudnnSetTensorNdDescriptor,
            (cudnnTensorDescriptor_t tensorDesc, cudnnDataType_t dataType, int nbDims, const int dimA[],
             const int strideA[]),
            (tensorDesc, dataType, nbDims, dimA, strideA))
+#ifdef OTTER_HAVE_NCCL
+OTTER_LAZY(kNccl, ncclResult_t, ncclAllGather,
+           (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+            cudaStream_t stream),
+           (sendbuff, recvbuff, sendcount, datatype, comm, stream))
+OTTER_LAZY(kNccl, ncclResult_t, ncclAllReduce,
+           (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+            ncclComm_t comm, cudaStream_t stream),
+           (sendbuff, recvbuff, count, datatype, op, comm, stream))
+OTTER_LAZY(kNccl, ncclResult_t, ncclBroadcast,
+           (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+            cudaStream_t stream),
+           (sendbuff, recvbuff, count, datatype, root, comm, stream))
+OTTER_LAZY(kNccl, ncclResult_t, ncclCommAbort, (ncclComm_t comm), (comm))
+OTTER_LAZY(kNccl, ncclResult_t, ncclCommDestroy, (ncclComm_t comm), (comm))
+OTTER_LAZY(kNccl, ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t *asyncError), (comm, asyncError))
+OTTER_LAZY(kNccl, ncclResult_t, ncclCommInitRankConfig,
+           (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config),
+           (comm, nranks, commId, rank, config))
+OTTER_LAZY(kNccl, const char *, ncclGetErrorString, (ncclResult_t result), (result))
+OTTER_LAZY(kNccl, ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId), (uniqueId))
+OTTER_LAZY(kNccl, ncclResult_t, ncclGroupEnd, (), ())
+OTTER_LAZY(kNccl, ncclResult_t, ncclGroupStart, (), ())
+OTTER_LAZY(kNccl, ncclResult_t, ncclReduceScatter,
+           (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+            ncclComm_t comm, cudaStream_t stream),
+           (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))
+#endif

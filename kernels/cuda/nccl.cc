@@ -1,9 +1,10 @@
 // The NCCL engine of the collective interface (kernels/collective.h) for CUDA tensors, and the CUDA
 // kernels of ai.otter.AllReduce and of ZeRO-1's ReduceScatter, Shard and AllGather. Built with
-// the CUDA backend where CMake finds NCCL and MPI (OTTER_HAVE_NCCL). The communicator is bootstrapped over the host
-// (MPI) communicator: rank 0 makes the ncclUniqueId and broadcasts it. NCCL runs non-blocking on the device's stream;
-// the host polls the stream and the communicator's error state until done or until the deadline, then aborts the
-// communicator and fails naming the collective.
+// the CUDA backend where CMake finds NCCL and MPI (OTTER_HAVE_NCCL). NCCL is not linked: the first NCCL call
+// opens it (kernels/cuda/lazy_libs.cc), so only a data-parallel CUDA run maps it. The communicator is bootstrapped
+// over the host (MPI) communicator: rank 0 makes the ncclUniqueId and broadcasts it. NCCL runs non-blocking on the
+// device's stream; the host polls the stream and the communicator's error state until done or until the deadline,
+// then aborts the communicator and fails naming the collective.
 #include <nccl.h>
 
 #include <chrono>
