@@ -24,8 +24,8 @@ sce_refs.npz: for each model M (prefix "log_softmax/" or "log_of_softmax/"): M/x
 the first model's y has IGNORE at rows 1 and 5), M/loss (float32 scalar) and M/grad/<initializer>
 (d loss / d parameter, PyTorch autograd in float32, the modules in train() mode).
 
-With --bench DIR: also writes DIR/nll_bench.onnx (not committed, 4 MB): x f32[N,1024] ->
-Linear(1024,1000) -> log_softmax -> nll_loss (mean), exported like the first model, for the
+With --bench DIR: also writes DIR/nll_bench.onnx (not committed, 1 MB): x f32[N,256] ->
+Linear(256,1000) -> log_softmax -> nll_loss (mean), exported like the first model, for the
 before/after profile in docs/performance.md ("Softmax + cross-entropy fusion").
 
 Run: /usr/bin/python3 models/sce/make_nll_model.py [--bench /tmp/sce]
@@ -138,9 +138,9 @@ def main():
     if args.bench:
         os.makedirs(args.bench, exist_ok=True)
         torch.manual_seed(0)
-        mb = LogSoftmaxNll(features=1024, hidden=0, classes=1000, weighted=False).train()
+        mb = LogSoftmaxNll(features=256, hidden=0, classes=1000, weighted=False).train()
         with without_onnx_peephole():
-            export(mb, (torch.randn(8, 1024), torch.zeros(8, dtype=torch.int64)),
+            export(mb, (torch.randn(8, 256), torch.zeros(8, dtype=torch.int64)),
                    os.path.join(args.bench, "nll_bench.onnx"), {"x": {0: "N"}, "y": {0: "N"}})
 
 
