@@ -66,6 +66,7 @@ std::string gradient_pipeline(const TrainingPipelineOptions& o) {
   text += ",freeze-unreachable";
   if (o.fuse_attention.enabled) text += "," + pass_text("fuse-attention", o.fuse_attention);
   if (o.fuse_bias_gelu.enabled) text += "," + pass_text("fuse-bias-gelu", o.fuse_bias_gelu);
+  if (o.fuse_softmax_ce.enabled) text += "," + pass_text("fuse-softmax-ce", o.fuse_softmax_ce);
   if (o.fold_transpose.enabled) text += "," + pass_text("fold-transpose", o.fold_transpose);
   if (!o.loss.from_model()) text += "," + pass_text("add-loss", o.loss.add);
   if (o.precision != Precision::kFp32) text += "," + mixed_precision_step(o);
@@ -110,6 +111,13 @@ void forward_rewrites(const TrainingPipelineOptions& o, const PassRegistry& regi
   // intermediates). It touches no Softmax or MatMul, so the order against fuse-attention is free.
   if (o.fuse_bias_gelu.enabled && registry.has("fuse-bias-gelu"))
     steps.push_back(pass_text("fuse-bias-gelu", o.fuse_bias_gelu));
+  // A loss the model carries (NegativeLogLikelihoodLoss of LogSoftmax) becomes SoftmaxCrossEntropyLoss
+  // in the forward graph, before add-loss (which appends its own, already fused) and before mixed
+  // precision (which keeps the loss subgraph fp32) and autodiff (whose SoftmaxCrossEntropyLossGrad
+  // recomputes the softmax instead of keeping the log-probabilities). It touches no MatMul, GELU
+  // chain or attention Softmax (the class axis of a loss), so the order against the fusions is free.
+  if (o.fuse_softmax_ce.enabled && registry.has("fuse-softmax-ce"))
+    steps.push_back(pass_text("fuse-softmax-ce", o.fuse_softmax_ce));
   // Weight Transposes fold into Gemm {transB=1} in the forward graph, so autodiff emits no
   // Transpose for the weight gradients either. After lora (which reads MatMul through Transpose)
   // and the fusions (which read MatMuls of rank 4); left out where not registered.

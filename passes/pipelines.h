@@ -15,6 +15,7 @@
 #include "passes/cast_elimination.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_bias_gelu.h"
+#include "passes/fuse_softmax_ce.h"
 #include "passes/all_reduce.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
@@ -53,6 +54,10 @@ struct TrainingPipelineOptions {
   // Fused bias + GELU (fuse-bias-gelu pass): on unless enabled=false. Less activation memory and,
   // with the vectorised erf, a faster step on the CPU (docs/performance.md, "fuse-bias-gelu").
   FuseBiasGeluOptions fuse_bias_gelu;
+  // A model's own NegativeLogLikelihoodLoss of LogSoftmax (or of Log(Softmax)) as one
+  // SoftmaxCrossEntropyLoss (fuse-softmax-ce pass): on unless enabled=false. The [N,C]
+  // log-probabilities are no longer kept for the backward pass.
+  FuseSoftmaxCeOptions fuse_softmax_ce;
   // Linear layers' weight Transposes folded into Gemm {transB=1} (fold-transpose pass): on unless
   // enabled=false. No Transpose of a weight or of its gradient in the step.
   FoldTransposeOptions fold_transpose;

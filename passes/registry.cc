@@ -8,6 +8,7 @@
 #include "passes/fuse_attention.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_bias_gelu.h"
+#include "passes/fuse_softmax_ce.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/batchnorm_mode.h"
@@ -31,6 +32,7 @@ void register_all_passes(PassRegistry& r) {
   r.add("freeze-unreachable", [] { return std::make_unique<FreezeUnreachablePass>(); });
   r.add("fuse-attention", [] { return std::make_unique<FuseAttentionPass>(); });
   r.add("fuse-bias-gelu", [] { return std::make_unique<FuseBiasGeluPass>(); });
+  r.add("fuse-softmax-ce", [] { return std::make_unique<FuseSoftmaxCePass>(); });
   r.add("fold-transpose", [] { return std::make_unique<FoldTransposePass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("mixed-precision", [] { return std::make_unique<MixedPrecisionPass>(); });

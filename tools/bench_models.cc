@@ -25,11 +25,16 @@ const std::vector<BenchModel> kModels = {
 // their opset-17 export. Their exports' inputs are [2, 8], so their batch is 2 (fixed_batch).
 const std::vector<std::string> kZooTransformers = {"bert", "distilbert", "roberta", "gpt2", "llama"};
 
-// The class count: the last dim of the scores the cross-entropy loss reads.
+// A cross-entropy loss: add-loss's SoftmaxCrossEntropyLoss, or a model's own (NLL when unfused).
+bool is_ce_loss(const Node& n) {
+  return n.op_type() == "SoftmaxCrossEntropyLoss" || n.op_type() == "NegativeLogLikelihoodLoss";
+}
+
+// The class count: axis 1 of the scores the cross-entropy loss reads.
 int64_t class_count(const Graph& g) {
   for (const auto& n : g.nodes())
-    if (n->op_type() == "SoftmaxCrossEntropyLoss" && n->input(0)->shape().is_static())
-      return n->input(0)->shape().dims.back().value;
+    if (is_ce_loss(*n) && n->input(0)->shape().is_static() && n->input(0)->shape().rank() >= 2)
+      return n->input(0)->shape().dims[1].value;
   fail("otter-bench: cannot tell the class count (no cross-entropy loss over static scores)");
 }
 
@@ -55,7 +60,7 @@ void for_each_use(const Value* in, Fn fn) {
 // Whether `in` is the labels of the cross-entropy loss.
 bool is_labels(const Value* in) {
   bool labels = false;
-  for_each_use(in, [&](const Node& n, int i) { labels |= n.op_type() == "SoftmaxCrossEntropyLoss" && i == 1; });
+  for_each_use(in, [&](const Node& n, int i) { labels |= is_ce_loss(n) && i == 1; });
   return labels;
 }
 

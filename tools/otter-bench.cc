@@ -461,6 +461,7 @@ std::vector<cli::FlagSpec> bench_flags() {
       {"accum", true, "micro-batches per optimizer step K (default 1)", "K"},
       {"precision", true, "fp32|fp16|bf16 (default fp32)", "P"},
       {"optimizer", true, "sgd|momentum|adam|adamw (default adamw)", "OPT"},
+      {"loss", true, "ce|mse|model:NAME (default ce; model:NAME trains the model's own scalar output NAME)", "LOSS"},
       {"lr", true, "learning rate (default 1e-3)", "LR"},
       {"steps", true, "timed optimizer steps (default 20)", "N"},
       {"warmup", true, "untimed steps first (default 3)", "W"},
@@ -500,6 +501,7 @@ Settings read_settings(const cli::Args& args, int64_t ranks) {
   if (args.has("lora")) st.lora = parse_lora_spec(args.get("lora"));
   st.recompute = args.get_enum("recompute", RecomputePolicy::kNone);
   train_cli::read_pass_switch_flags(args, st.pipeline);
+  st.pipeline.loss = LossSpec::parse(args.get("loss", "ce"), "--loss");
   OTTER_CHECK(st.recompute != RecomputePolicy::kAuto, "otter-bench: --recompute auto needs a budget; use otter-train");
   OTTER_CHECK(!args.has("vs-recompute") || st.recompute != RecomputePolicy::kNone,
               "otter-bench: --vs-recompute compares against --recompute cheap|layers; give both");

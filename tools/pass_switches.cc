@@ -25,6 +25,10 @@ const std::vector<PassSwitch>& pass_switches() {
        "on|off (default on): fuse the bias Add and the erf GELU chain into ai.otter.BiasGelu (fuse-bias-gelu pass; "
        "less activation memory, a faster step)",
        [](TrainingPipelineOptions& p) -> bool& { return p.fuse_bias_gelu.enabled; }},
+      {"fuse-softmax-ce",
+       "on|off (default on): fuse a model's NegativeLogLikelihoodLoss of LogSoftmax (or of Log(Softmax)) into "
+       "SoftmaxCrossEntropyLoss (fuse-softmax-ce pass; the log-probabilities are not kept for the backward)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.fuse_softmax_ce.enabled; }},
       {"fold-transpose",
        "on|off (default on): multiply by Linear weights through Gemm {transB=1} instead of transposing them "
        "(fold-transpose pass)",

@@ -1,5 +1,6 @@
-// The optional passes the tools turn on or off with --NAME on|off (fuse-attention,
-// fuse-bias-gelu, fold-transpose, cast-elimination): declared and read once for otter-train and otter-bench.
+// The optional passes the tools turn on or off with --NAME on|off (fuse-attention, fuse-bias-gelu,
+// fuse-softmax-ce, fold-transpose, cast-elimination): declared and read once for otter-train and
+// otter-bench.
 #pragma once
 
 #include <vector>

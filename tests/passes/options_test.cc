@@ -12,6 +12,7 @@
 #include "passes/fuse_attention.h"
 #include "passes/fold_transpose.h"
 #include "passes/fuse_bias_gelu.h"
+#include "passes/fuse_softmax_ce.h"
 #include "passes/grad_accumulation.h"
 #include "passes/lora.h"
 #include "passes/loss_scale.h"
@@ -169,10 +170,11 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   expect_round_trip("fuse-attention", FuseAttentionOptions{false, false});
   expect_round_trip("fuse-bias-gelu", FuseBiasGeluOptions{true, false});
   expect_round_trip("fuse-bias-gelu", FuseBiasGeluOptions{false, true});
+  expect_round_trip("fuse-softmax-ce", FuseSoftmaxCeOptions{false});
   expect_round_trip("fold-transpose", FoldTransposeOptions{false});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
                         "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce", "fuse-attention",
-                        "fuse-bias-gelu", "fold-transpose"})
+                        "fuse-bias-gelu", "fuse-softmax-ce", "fold-transpose"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";
