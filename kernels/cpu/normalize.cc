@@ -1,9 +1,13 @@
 // CPU kernels of InstanceNormalization, MeanVarianceNormalization, LpNormalization and
 // GroupNormalization (graph/ops/normalization.cc): each group of X (the kept axes' positions) is
 // normalised by the shared group algorithm of kernels/common/normalize.h (GroupNormalization: each
-// [sample, channel group] row by group_norm_row), groups split across threads.
+// [sample, channel group] row by group_norm_row), groups split across threads, float32 loops in the
+// CPU's widest ISA variant (kernels/cpu/isa.h).
+#include <type_traits>
+
 #include "kernels/common/normalize.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/shape_util.h"
 
 namespace otter {
@@ -31,8 +35,10 @@ class NormalizeKernel : public Kernel {
       cpu::parallel_ranges(
           g.groups,
           [&](int64_t b, int64_t e) {
-            for (int64_t k = b; k < e; ++k)
-              normalize_group(g, k, x.data<S>(), y.data<S>(), spec_.mode, spec_.eps, sc, bi, channels);
+            cpu::isa_dispatch_if<std::is_same_v<S, float>>([&] {
+              for (int64_t k = b; k < e; ++k)
+                normalize_group(g, k, x.data<S>(), y.data<S>(), spec_.mode, spec_.eps, sc, bi, channels);
+            });
           },
           g.members);
     });
@@ -69,8 +75,10 @@ class GroupNormKernel : public Kernel {
       cpu::parallel_ranges(
           n * groups_,
           [&](int64_t b, int64_t e) {
-            for (int64_t r = b; r < e; ++r)
-              group_norm_row(x.data<S>(), y.data<S>(), r, groups_, members, spatial, eps_, sc, bi, per_channel_);
+            cpu::isa_dispatch_if<std::is_same_v<S, float>>([&] {
+              for (int64_t r = b; r < e; ++r)
+                group_norm_row(x.data<S>(), y.data<S>(), r, groups_, members, spatial, eps_, sc, bi, per_channel_);
+            });
           },
           members);
     });

@@ -48,6 +48,8 @@ std::vector<std::pair<std::string, testing::OpCall>> op_cases() {
   const Tensor a = random_tensor({6, 37, 129}, 1), b = random_tensor({6, 37, 129}, 2), row = random_tensor({129}, 3);
   const Tensor col = random_tensor({6, 37, 1}, 4), scale = random_tensor({129}, 5), bias = random_tensor({129}, 6);
   const Tensor ah = random_tensor({6, 37, 129}, 7, true), bh = random_tensor({6, 37, 129}, 8, true);
+  const Tensor chan = random_tensor({37}, 9), chan_bias = random_tensor({37}, 10);  // per channel of a [6, 37, 129]
+  const Tensor a4 = random_tensor({6, 37, 129, 1}, 11);
   // BiasGelu's pre-activations through every branch of erf (|x| / sqrt 2 below 0.875, up to 2.2,
   // up to 3.92, beyond) and its edges: zeros, infinities, NaN, huge and tiny values.
   Tensor as = a.clone();  // a copy: the other cases keep their finite values
@@ -73,6 +75,9 @@ std::vector<std::pair<std::string, testing::OpCall>> op_cases() {
       {"Softmax middle axis", OpCall{"Softmax", {a}, {{"axis", Attribute(int64_t{1})}}}},
       {"LogSoftmax", OpCall{"LogSoftmax", {a}, {{"axis", Attribute(int64_t{-1})}}}},
       {"LayerNormalization", OpCall{"LayerNormalization", {a, scale, bias}, {{"axis", Attribute(int64_t{-1})}}}},
+      {"InstanceNormalization", OpCall{"InstanceNormalization", {a, chan, chan_bias}}},
+      {"GroupNormalization", OpCall{"GroupNormalization", {a4, chan, chan_bias}, {{"num_groups", Attribute(int64_t{37})}},
+                                    1, 18}},
       {"ReduceSum last axis", OpCall{"ReduceSum", {a, Tensor::from_vector<int64_t>({1}, {2})}}},
       {"ReduceSum middle axis", OpCall{"ReduceSum", {a, Tensor::from_vector<int64_t>({1}, {1})}}},
       {"ReduceMean all", OpCall{"ReduceMean", {a}, {{"keepdims", Attribute(int64_t{0})}}}},
