@@ -260,35 +260,52 @@ class ConvGradKernel : public cpu::FloatKernel<ConvGradKernel> {
 };
 
 // ConvTranspose(X, W, B?): Y = B + the data gradient of the Conv from Y's shape to X's (W is that
-// Conv's [C, M / group, kernel...] filter), computed by conv_backward with dY = X.
+// Conv's [C, M / group, kernel...] filter), computed by conv_backward with dY = X. bfloat16 runs
+// its GEMMs on the bf16 dot products, sums B and col2im in float32 and rounds Y once.
 class ConvTransposeKernel : public cpu::FloatKernel<ConvTransposeKernel> {
  public:
   explicit ConvTransposeKernel(const Node& n) : a_(n) {
     if (a_.group <= 0) fail(n.describe(), ": group must be positive");
   }
 
+  void run(KernelContext& ctx) override {
+    if (ctx.input(0).dtype() == DataType::kBFloat16) return compute<uint16_t>(ctx);
+    cpu::FloatKernel<ConvTransposeKernel>::run(ctx);
+  }
+
  private:
   friend cpu::FloatKernel<ConvTransposeKernel>;
-  template <typename T>
+  template <typename S>
   void compute(KernelContext& ctx) {
+    using A = conv_acc_t<S>;
+    constexpr bool kRound = !std::is_same_v<S, A>;
     const Tensor& x = ctx.input(0);
     const Tensor& w = ctx.input(1);
     const window::TransposeShape ts = window::check_conv_transpose(ctx, a_);
     Tensor& y = ctx.allocate_output(0, x.dtype(), ts.y_dims);
-    T* py = y.data<T>();
+    S* py = static_cast<S*>(y.raw());
+    A* ya = kRound ? scratch_pair<A, A>(yscratch_, y.numel(), 0).first : reinterpret_cast<A*>(py);
     const int64_t plane = ts.g.in_plane, cout = ts.y_dims[1];
     if (ctx.has_input(2)) {
-      const T* b = ctx.input(2).data<T>();
-      for (int64_t p = 0; p < x.dim(0) * cout; ++p) std::fill(py + p * plane, py + (p + 1) * plane, b[p % cout]);
+      const S* b = static_cast<const S*>(ctx.input(2).raw());
+      for (int64_t p = 0; p < x.dim(0) * cout; ++p) {
+        A bias;
+        if constexpr (kRound) bias = bf16_to_float(b[p % cout]);
+        else bias = b[p % cout];
+        std::fill(ya + p * plane, ya + (p + 1) * plane, bias);
+      }
     } else {
-      std::fill(py, py + y.numel(), T(0));
+      std::fill(ya, ya + y.numel(), A(0));
     }
-    conv_backward<T>({ts.g, x.dim(0), cout, x.dim(1), a_.group, x.data<T>(), nullptr, w.data<T>(), py, nullptr, false},
+    conv_backward<S>({ts.g, x.dim(0), cout, x.dim(1), a_.group, static_cast<const S*>(x.raw()), nullptr,
+                      static_cast<const S*>(w.raw()), ya, nullptr, false},
                      scratch_, wscratch_);
+    if constexpr (kRound)
+      parallel_ranges(y.numel(), [&](int64_t b, int64_t e) { round_to_bf16(ya + b, py + b, e - b); });
   }
 
   conv_transpose::Attrs a_;
-  Scratch scratch_, wscratch_;
+  Scratch scratch_, wscratch_, yscratch_;
 };
 
 // MaxPoolGrad(dY, X) and AveragePoolGrad(dY, X) with the forward's attributes: per plane, each
@@ -372,9 +389,9 @@ void register_cpu_conv_grad_kernels(KernelRegistry& r) {
          .op_type = "ConvGrad",
          .dtypes = {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16},
          .create = [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvGradKernel>(n); }});
-  r.add({.op_type = "ConvTranspose", .dtypes = kFloats, .create = [](const Node& n) -> std::unique_ptr<Kernel> {
-           return std::make_unique<ConvTransposeKernel>(n);
-         }});
+  r.add({.op_type = "ConvTranspose",
+         .dtypes = {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16},
+         .create = [](const Node& n) -> std::unique_ptr<Kernel> { return std::make_unique<ConvTransposeKernel>(n); }});
   add("MaxPoolGrad", [](const Node& n) { return std::make_unique<PoolGradKernel>(n, true); });
   add("AveragePoolGrad", [](const Node& n) { return std::make_unique<PoolGradKernel>(n, false); });
 }

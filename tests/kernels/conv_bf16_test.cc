@@ -1,4 +1,4 @@
-// bfloat16 Conv, ConvGrad and GemmAccumulate on the bf16 GEMM (kernels/cpu/gemm_bf16.h) against
+// bfloat16 Conv, ConvGrad, ConvTranspose and GemmAccumulate on the bf16 GEMM (kernels/cpu/gemm_bf16.h) against
 // float64 references computed on the same bf16 values, on both paths of the GEMM: the native one
 // (AVX512_BF16 dot products; skipped with the reason on a CPU without them) and the widening one.
 // The products of bf16 values are exact in float32, so before the final rounding the only error is
@@ -214,6 +214,43 @@ void check_conv_grad(const ConvCase& c, const std::string& path, bool want_dx = 
         << path << " " << c.name << " dB " << m;
 }
 
+// ConvTranspose's Y (bf16), the data gradient of the Conv of case c from its output's shape to its
+// input's (ConvTranspose input = that gradient's dY) plus B, against float64; output_padding makes
+// Y the Conv's input shape where the stride leaves a remainder.
+void check_conv_transpose(const ConvCase& c, const std::string& path) {
+  const Geometry3 g = geometry(c);
+  const int64_t n = c.x[0], cin = c.x[1], cout = c.w[0], cg = c.w[1], mg = cout / c.group;
+  const int64_t L = g.out_plane(), P = g.in_plane(), K = g.k_size();
+  const size_t nsp = c.x.size() - 2, off = 3 - nsp;
+  std::vector<int64_t> xdims = {n, cout}, out_pad;
+  for (size_t j = 0; j < nsp; ++j) {
+    xdims.push_back(g.out[off + j]);
+    const int64_t pe = c.pads.empty() ? 0 : c.pads[nsp + j];
+    out_pad.push_back((g.in[off + j] + g.p[off + j] + pe - g.d[off + j] * (g.k[off + j] - 1) - 1) % g.s[off + j]);
+  }
+  const Tensor x = random_bf16(xdims, 10), w = random_bf16(c.w, 11), b = random_bf16({cin}, 12);
+  std::map<std::string, Attribute> a = attrs_of(c);
+  a["output_padding"] = Attribute(out_pad);
+  std::vector<Tensor> ins = {x, w};
+  if (c.bias) ins.push_back(b);
+  const std::vector<Tensor> got = run("ConvTranspose", "", ins, a, {"y"});
+  ASSERT_EQ(got[0].dtype(), DataType::kBFloat16) << c.name;
+  ASSERT_EQ(got[0].dims(), c.x) << c.name;
+  Ref y(n * cin * P);
+  if (c.bias)
+    for (int64_t i = 0; i < n * cin; ++i)
+      for (int64_t p = 0; p < P; ++p) y.add(i * P + p, value(b, i % cin));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t m = 0; m < cout; ++m) {
+      const int64_t xo = (i * cout + m) * L, gi = m / mg;
+      for (int64_t ci = 0; ci < cg; ++ci) {
+        const int64_t yo = (i * cin + gi * cg + ci) * P, wo = (m * cg + ci) * K;
+        g.for_each([&](int64_t o, int64_t k, int64_t p) { y.add(yo + p, value(w, wo + k) * value(x, xo + o)); });
+      }
+    }
+  check(got[0], y, path + " " + c.name + " ConvTranspose Y");
+}
+
 std::vector<ConvCase> cases() {
   return {
       {"3x3 pad 1", {2, 3, 7, 7}, {5, 3, 3, 3}, 1, {}, {1, 1, 1, 1}, {}},
@@ -267,6 +304,12 @@ TEST_P(ConvBf16, ConvGradMatchesFloat64) {
   on_path(GetParam(), [](const std::string& path) {
     for (const ConvCase& c : cases()) check_conv_grad(c, path);
     check_conv_grad(cases()[1], path + " (no dX)", false);
+  });
+}
+
+TEST_P(ConvBf16, ConvTransposeMatchesFloat64) {
+  on_path(GetParam(), [](const std::string& path) {
+    for (const ConvCase& c : cases()) check_conv_transpose(c, path);
   });
 }
 
