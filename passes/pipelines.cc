@@ -67,6 +67,7 @@ std::string gradient_pipeline(const TrainingPipelineOptions& o) {
   if (o.fuse_attention.enabled) text += "," + pass_text("fuse-attention", o.fuse_attention);
   if (o.fuse_bias_gelu.enabled) text += "," + pass_text("fuse-bias-gelu", o.fuse_bias_gelu);
   if (o.fuse_softmax_ce.enabled) text += "," + pass_text("fuse-softmax-ce", o.fuse_softmax_ce);
+  if (o.fuse_add_layernorm.enabled) text += "," + pass_text("fuse-add-layernorm", o.fuse_add_layernorm);
   if (o.fold_transpose.enabled) text += "," + pass_text("fold-transpose", o.fold_transpose);
   if (!o.loss.from_model()) text += "," + pass_text("add-loss", o.loss.add);
   if (o.precision != Precision::kFp32) text += "," + mixed_precision_step(o);
@@ -118,6 +119,12 @@ void forward_rewrites(const TrainingPipelineOptions& o, const PassRegistry& regi
   // chain or attention Softmax (the class axis of a loss), so the order against the fusions is free.
   if (o.fuse_softmax_ce.enabled && registry.has("fuse-softmax-ce"))
     steps.push_back(pass_text("fuse-softmax-ce", o.fuse_softmax_ce));
+  // The residual Add and the LayerNormalization reading it become one AddLayerNorm, in the forward
+  // graph too: mixed precision casts it as LayerNormalization (FP32), autodiff gives it one
+  // LayerNormalizationGrad that adds the sum's other gradient in its loop. It reads no GELU chain,
+  // MatMul or Softmax, so the order against the other fusions is free.
+  if (o.fuse_add_layernorm.enabled && registry.has("fuse-add-layernorm"))
+    steps.push_back(pass_text("fuse-add-layernorm", o.fuse_add_layernorm));
   // Weight Transposes fold into Gemm {transB=1} in the forward graph, so autodiff emits no
   // Transpose for the weight gradients either. After lora (which reads MatMul through Transpose)
   // and the fusions (which read MatMuls of rank 4); left out where not registered.

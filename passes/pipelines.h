@@ -14,6 +14,7 @@
 #include "passes/fuse_attention.h"
 #include "passes/cast_elimination.h"
 #include "passes/fold_transpose.h"
+#include "passes/fuse_add_layernorm.h"
 #include "passes/fuse_bias_gelu.h"
 #include "passes/fuse_softmax_ce.h"
 #include "passes/all_reduce.h"
@@ -58,6 +59,9 @@ struct TrainingPipelineOptions {
   // SoftmaxCrossEntropyLoss (fuse-softmax-ce pass): on unless enabled=false. The [N,C]
   // log-probabilities are no longer kept for the backward pass.
   FuseSoftmaxCeOptions fuse_softmax_ce;
+  // Residual Add + LayerNormalization fused (fuse-add-layernorm pass): on unless enabled=false. One
+  // pass over the residual stream instead of two (docs/performance.md, "Residual Add + LayerNorm fusion").
+  FuseAddLayerNormOptions fuse_add_layernorm;
   // Linear layers' weight Transposes folded into Gemm {transB=1} (fold-transpose pass): on unless
   // enabled=false. No Transpose of a weight or of its gradient in the step.
   FoldTransposeOptions fold_transpose;

@@ -59,10 +59,22 @@ bool dropout_recomputable(const Node& n, const Value* v) {
 }
 bool dropout_training(const Node& n) { return n.input(2)->data().get_as_double(0) != 0; }
 
+// ai.otter.AddLayerNorm with its sum S as an output (fuse-add-layernorm): its Y is recomputed as
+// LayerNormalization(S, scale, bias), which the CPU kernels compute with the same row code (the
+// same bits), so S, the residual stream, can be the kept layer boundary.
+bool is_add_layer_norm_with_sum(const Node& n) {
+  return n.domain() == kOtterDomain && n.op_type() == "AddLayerNorm" && n.num_outputs() > 1 && n.output(1);
+}
+
 // The values recomputing `v` reads.
 std::vector<Value*> needs(const Value* v) {
   const Node& n = *v->producer();
   if (is_dropout(n) && dropout_training(n)) return {n.input(0), n.output(1), n.input(1)};
+  if (is_add_layer_norm_with_sum(n) && v == n.output(0)) {
+    std::vector<Value*> out = {n.output(1), n.input(2)};
+    if (n.num_inputs() > 3 && n.input(3)) out.push_back(n.input(3));
+    return out;
+  }
   std::vector<Value*> out;
   for (Value* in : n.inputs())
     if (in) out.push_back(in);
@@ -130,6 +142,9 @@ class Planner {
 
   void classify();
   std::set<const Value*> layer_boundaries() const;
+  template <typename Map>
+  Node* clone_node(const Node& n, const std::vector<std::string>& names, Node* before, bool last_cloned,
+                   const Map& mapped);
 
   Graph& g_;
   std::vector<Node*> order_;
@@ -205,18 +220,55 @@ std::set<const Value*> Planner::layer_boundaries() const {
       if (in && pending.count(in) && --pending[in] == 0) live.erase(in);
     for (Value* o : n->outputs())
       if (o && pending.count(o) && pending.at(o) > 0) live.insert(o);
-    if (live.size() == 1) cuts.push_back(*live.begin());
+    // An AddLayerNorm's Y and S alive together count as S alone (Y is recomputed from S).
+    std::vector<const Value*> alone;
+    for (const Value* v : live) {
+      const Node* p = v->producer();
+      if (!(p && is_add_layer_norm_with_sum(*p) && v == p->output(0) && live.count(p->output(1)))) alone.push_back(v);
+    }
+    if (alone.size() == 1) cuts.push_back(alone[0]);
   }
   std::set<const Value*> out;
   for (const Value* c : cuts) {
     const Node* p = c->producer();
-    if (p->op_type() == "Add" && p->domain().empty() && act_.count(p->input(0)) && act_.count(p->input(1)))
-      out.insert(c);
+    // A residual Add, or the sum that ai.otter.AddLayerNorm (fuse-add-layernorm) outputs for one.
+    const bool sum = (p->op_type() == "Add" && p->domain().empty()) ||
+                     (p->op_type() == "AddLayerNorm" && p->domain() == kOtterDomain && p->num_outputs() > 1 &&
+                      p->output(1) == c);
+    if (sum && act_.count(p->input(0)) && act_.count(p->input(1))) out.insert(c);
   }
   if (!out.empty() || cuts.empty()) return out;
   const size_t stride = std::max<size_t>(1, static_cast<size_t>(std::lround(std::sqrt(double(cuts.size())))));
   for (size_t i = stride - 1; i < cuts.size(); i += stride) out.insert(cuts[i]);
   return out;
+}
+
+// The recomputing clone of forward node n placed before `before`, its outputs named `names`
+// (`last_cloned`: n's last output is recomputed too); `mapped` gives each input's recomputed value.
+template <typename Map>
+Node* Planner::clone_node(const Node& n, const std::vector<std::string>& names, Node* before, bool last_cloned,
+                          const Map& mapped) {
+  if (is_dropout(n) && dropout_training(n)) {
+    if (!g_.opset_imports.count(kOtterDomain)) g_.opset_imports[kOtterDomain] = 1;
+    // x * mask / (1 - ratio), the forward's arithmetic (kernels/common/elementwise_grad.h).
+    return g_.add_node("DropoutGrad", {mapped(n.input(0)), n.output(1), n.input(1), n.input(2)}, {names[0]},
+                       kOtterDomain, before);
+  }
+  if (is_add_layer_norm_with_sum(n) && !last_cloned) {  // Y alone, from the kept sum
+    std::vector<Value*> ins = {n.output(1), n.input(2)};
+    if (n.num_inputs() > 3 && n.input(3)) ins.push_back(n.input(3));
+    Node* c = g_.add_node("LayerNormalization", ins, {names[0]}, "", before);
+    for (const char* k : {"axis", "epsilon"})
+      if (const Attribute* a = n.find_attr(k)) c->set_attr(k, *a);
+    if (c->opset() < 17) c->set_opset(17);  // LayerNormalization's first opset
+    return c;
+  }
+  std::vector<Value*> ins;
+  for (Value* in : n.inputs()) ins.push_back(mapped(in));
+  Node* c = g_.add_node(n.op_type(), ins, names, n.domain(), before);
+  for (const auto& [k, a] : n.attrs()) c->set_attr(k, a);
+  c->set_opset(n.opset());
+  return c;
 }
 
 int64_t Planner::apply(int64_t* values) {
@@ -260,19 +312,7 @@ int64_t Planner::apply(int64_t* values) {
     auto mapped = [&](Value* v) { return v && clone.count(v) ? clone.at(v) : v; };
     std::vector<std::string> names;
     for (Value* o : n->outputs()) names.push_back(o ? g_.unique_name(o->name() + ".recompute") : "");
-    Node* c;
-    if (is_dropout(*n) && dropout_training(*n)) {
-      if (!g_.opset_imports.count(kOtterDomain)) g_.opset_imports[kOtterDomain] = 1;
-      // x * mask / (1 - ratio), the forward's arithmetic (kernels/common/elementwise_grad.h).
-      c = g_.add_node("DropoutGrad", {mapped(n->input(0)), n->output(1), n->input(1), n->input(2)}, {names[0]},
-                      kOtterDomain, before);
-    } else {
-      std::vector<Value*> ins;
-      for (Value* in : n->inputs()) ins.push_back(mapped(in));
-      c = g_.add_node(n->op_type(), ins, names, n->domain(), before);
-      for (const auto& [k, a] : n->attrs()) c->set_attr(k, a);
-      c->set_opset(n->opset());
-    }
+    Node* c = clone_node(*n, names, before, to_clone.count(n->output(n->num_outputs() - 1)) != 0, mapped);
     c->set_name((n->name().empty() ? names[0] : n->name()) + ".recompute");
     clones.insert(c);
     for (int i = 0; i < c->num_outputs(); ++i) {

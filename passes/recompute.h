@@ -8,9 +8,10 @@
 //   cheap   forward values produced by cheap ops (everything but MatMul, Gemm, Conv, ai.otter.Attention
 //           and the other contractions: element-wise ops, Cast, normalisations, Softmax, data movement), from
 //           values the backward graph keeps anyway, through chains of up to four cheap ops.
-//   layers  only layer boundaries are kept: the residual stream (an Add of two activations that is
-//           a cut of the forward graph: every later forward node depends on the inputs only through
-//           it), or, without residual Adds, every ~sqrt(n)-th cut; everything inside a layer is
+//   layers  only layer boundaries are kept: the residual stream (an Add of two activations, or the
+//           sum output of an ai.otter.AddLayerNorm, that is a cut of the forward graph: every later
+//           forward node depends on the inputs only through it), or, without residual sums, every
+//           ~sqrt(n)-th cut; everything inside a layer is
 //           recomputed from its boundary during that layer's backward.
 //   auto    a greedy ladder none -> cheap -> layers: the first whose planned micro-step arena
 //           (passes/memory_plan.h, the plan the executor runs on) fits `budget`; layers when none

@@ -7,6 +7,7 @@
 #include "passes/eval_mode.h"
 #include "passes/fuse_attention.h"
 #include "passes/fold_transpose.h"
+#include "passes/fuse_add_layernorm.h"
 #include "passes/fuse_bias_gelu.h"
 #include "passes/fuse_softmax_ce.h"
 #include "passes/grad_accumulation.h"
@@ -33,6 +34,7 @@ void register_all_passes(PassRegistry& r) {
   r.add("fuse-attention", [] { return std::make_unique<FuseAttentionPass>(); });
   r.add("fuse-bias-gelu", [] { return std::make_unique<FuseBiasGeluPass>(); });
   r.add("fuse-softmax-ce", [] { return std::make_unique<FuseSoftmaxCePass>(); });
+  r.add("fuse-add-layernorm", [] { return std::make_unique<FuseAddLayerNormPass>(); });
   r.add("fold-transpose", [] { return std::make_unique<FoldTransposePass>(); });
   r.add("add-loss", [] { return std::make_unique<AddLossPass>(); });
   r.add("mixed-precision", [] { return std::make_unique<MixedPrecisionPass>(); });

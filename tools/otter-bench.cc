@@ -96,7 +96,7 @@ struct Settings {
   LoraOptions lora;  // fine-tune adapters when lora.targets is set
   RecomputePolicy recompute = RecomputePolicy::kNone;
   int64_t ranks = 1, zero = 0;  // the data-parallel job this process is a rank of (mpirun), ZeRO stage
-  // The pass switches (--fuse-attention, --fuse-bias-gelu, --fold-transpose on|off,
+  // The pass switches (--fuse-attention, --fuse-bias-gelu, --fuse-add-layernorm, --fold-transpose on|off,
   // tools/pass_switches.h); every other field the defaults the runs start from.
   TrainingPipelineOptions pipeline;
 };

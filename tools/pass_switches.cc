@@ -29,6 +29,10 @@ const std::vector<PassSwitch>& pass_switches() {
        "on|off (default on): fuse a model's NegativeLogLikelihoodLoss of LogSoftmax (or of Log(Softmax)) into "
        "SoftmaxCrossEntropyLoss (fuse-softmax-ce pass; the log-probabilities are not kept for the backward)",
        [](TrainingPipelineOptions& p) -> bool& { return p.fuse_softmax_ce.enabled; }},
+      {"fuse-add-layernorm",
+       "on|off (default on): fuse the residual Add and the LayerNormalization reading it into "
+       "ai.otter.AddLayerNorm (fuse-add-layernorm pass; one pass over the residual stream)",
+       [](TrainingPipelineOptions& p) -> bool& { return p.fuse_add_layernorm.enabled; }},
       {"fold-transpose",
        "on|off (default on): multiply by Linear weights through Gemm {transB=1} instead of transposing them "
        "(fold-transpose pass)",

@@ -1,6 +1,6 @@
 // The optional passes the tools turn on or off with --NAME on|off (fuse-attention, fuse-bias-gelu,
-// fuse-softmax-ce, fold-transpose, cast-elimination): declared and read once for otter-train and
-// otter-bench.
+// fuse-softmax-ce, fuse-add-layernorm, fold-transpose, cast-elimination): declared and read once for
+// otter-train and otter-bench.
 #pragma once
 
 #include <vector>

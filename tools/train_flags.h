@@ -9,7 +9,7 @@
 
 #include "runtime/training_session.h"
 #include "tools/cli.h"
-#include "tools/pass_switches.h"  // --fuse-attention, --fuse-bias-gelu, --fold-transpose
+#include "tools/pass_switches.h"  // --fuse-attention, --fuse-bias-gelu, --fuse-add-layernorm, --fold-transpose
 
 namespace otter::train_cli {
 

@@ -247,8 +247,17 @@ void grad_nll(GradContext& c) {
 }
 
 // ---- gradient ops (ai.otter) --------------------------------------------------------------------
+// The optional input 3 (dResidual, of X's shape and dY's type) is added to dX in the same loop
+// (ai.otter.AddLayerNorm's gradient: the sum's gradient from its other readers).
 void infer_layer_norm_grad(InferContext& ctx) {
-  grads_like(3, 3, {1, 2, 2})(ctx);  // dScale, dB then take the normalised shape
+  grads_like(3, 4, {1, 2, 2})(ctx);  // dScale, dB then take the normalised shape
+  if (ctx.has_input(3)) {
+    infer::check_same_type(ctx, 0, 3);
+    const Shape &d = ctx.in_shape(3), &x = ctx.in_shape(1);
+    if (d.rank_known && x.rank_known && d.is_static() && x.is_static() && !(d == x))
+      ctx.error("input 3 (dResidual) has shape " + d.to_string() + ", X " + x.to_string());
+    if (!ctx.has_output(0)) ctx.error("input 3 (dResidual) needs output 0 (dX)");
+  }
   const Shape& x = ctx.in_shape(1);
   for (int i = 1; i <= 2; ++i) {
     if (!ctx.has_output(i)) continue;
@@ -290,8 +299,8 @@ void register_nn_grad_ops(OpTable& t) {
                       "BatchNormalizationGrad(dY, X, scale, mean, var) {epsilon, training_mode} -> dX?, dScale?, "
                       "dB?, dMean?, dVar?");
   infer::add_otter_op(t, "LayerNormalizationGrad", infer_layer_norm_grad, P::kFp32,
-                      "LayerNormalizationGrad(dY, X, scale) {axis, epsilon} -> dX?, dScale?, dB? (the last two "
-                      "over the normalised shape)");
+                      "LayerNormalizationGrad(dY, X, scale, dResidual?) {axis, epsilon} -> dX?, dScale?, dB? (the "
+                      "last two over the normalised shape; dResidual added to dX)");
   infer::add_otter_op(t, "SoftmaxGrad", infer_softmax_grad, P::kFp32,
                       "SoftmaxGrad(dY, Y) {axis}: Y * (dY - sum(dY * Y, axis))");
   infer::add_otter_op(t, "LogSoftmaxGrad", infer_softmax_grad, P::kFp32,
@@ -308,7 +317,8 @@ void register_nn_grad_ops(OpTable& t) {
 
 }  // namespace
 
-void register_attention_ops(OpTable& t);  // graph/ops/attention.cc
+void register_attention_ops(OpTable& t);      // graph/ops/attention.cc
+void register_add_layer_norm_op(OpTable& t);  // graph/ops/add_layer_norm.cc
 
 void register_nn_ops(OpTable& t) {
   using P = PrecisionClass;
@@ -337,6 +347,7 @@ void register_nn_ops(OpTable& t) {
   t.mutable_find("", "Dropout", kMax)->views = {{0, 0}};
   register_matmul_conv_ops(t);
   register_attention_ops(t);
+  register_add_layer_norm_op(t);
   register_nn_grad_ops(t);
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/lane_sum.h"
+#include "kernels/cpu/layer_norm_row.h"
 
 namespace otter {
 namespace {
@@ -236,27 +237,8 @@ class LayerNormKernel : public Kernel {
     for (int64_t row = 0; row < rows; ++row) {
       const T* p = px + row * cols;
       T* q = py + row * cols;
-      // Sums in double whatever A is (long rows in float lose digits); the result is rounded to A.
-      double md = 0, ss = 0;
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        md = cols ? cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(p[i]); }) / static_cast<double>(cols)
-                  : 0.0;
-        ss = cpu::lane_sum(cols, [&](int64_t i) {
-          const double dv = static_cast<double>(p[i]) - md;
-          return dv * dv;
-        });
-      });
-      const double var = cols ? ss / static_cast<double>(cols) : 0.0;
-      const A m = static_cast<A>(md);
-      const A inv = static_cast<A>(1.0 / std::sqrt(var + static_cast<double>(eps)));
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        if (pbias) {
-          for (int64_t i = 0; i < cols; ++i)
-            q[i] = static_cast<T>((static_cast<A>(p[i]) - m) * inv) * pscale[i] + pbias[i];
-        } else {
-          for (int64_t i = 0; i < cols; ++i) q[i] = static_cast<T>((static_cast<A>(p[i]) - m) * inv) * pscale[i];
-        }
-      });
+      A m, inv;
+      cpu::layer_norm_row<T, A>(p, q, cols, pscale, pbias, eps, m, inv);
       store(mean_t, row, m);
       store(inv_t, row, inv);
     }

@@ -328,6 +328,13 @@ class LayerNormGradKernel : public cpu::FloatKernel<LayerNormGradKernel> {
       for (int64_t j = 0; j < len; ++j) scale[o + j] = sc.data<T>()[offs[0] + j * plan.inner_strides()[0]];
     });
     T* dx = ctx.has_output(0) ? ctx.allocate_output(0, x.dtype(), x.dims()).template data<T>() : nullptr;
+    // dResidual (AddLayerNorm's gradient): the sum's gradient from its other readers, added to dX.
+    const T* pres = nullptr;
+    if (ctx.has_input(3)) {
+      check_like(ctx, 3, x, "dResidual");
+      if (!dx) ctx.error("input 3 (dResidual) needs output 0 (dX)");
+      pres = ctx.input(3).data<T>();
+    }
     const bool want_params = ctx.has_output(1) || ctx.has_output(2);
     const int threads = rows * cols > kParallelWork ? omp_get_max_threads() : 1;
     std::vector<double> part(want_params ? static_cast<size_t>(threads) * 2 * cols : 0, 0.0);
@@ -347,9 +354,15 @@ class LayerNormGradKernel : public cpu::FloatKernel<LayerNormGradKernel> {
       if (dx) {
         const double mg = sg / static_cast<double>(cols), mgx = sgx / static_cast<double>(cols);
         T* dr = dx + row * cols;
-        for (int64_t i = 0; i < cols; ++i) {
+        auto grad = [&](int64_t i) {
           const double xhat = (xr[i] - mean) * inv;
-          dr[i] = static_cast<T>(inv * (static_cast<double>(gr[i]) * scale[i] - mg - xhat * mgx));
+          return static_cast<T>(inv * (static_cast<double>(gr[i]) * scale[i] - mg - xhat * mgx));
+        };
+        if (pres) {  // dResidual added in T: the rounding of an Add of the two gradients
+          const T* rr = pres + row * cols;
+          for (int64_t i = 0; i < cols; ++i) dr[i] = grad(i) + rr[i];
+        } else {
+          for (int64_t i = 0; i < cols; ++i) dr[i] = grad(i);
         }
       }
       if (!want_params) return;

@@ -13,6 +13,7 @@ void register_cpu_linalg_kernels(KernelRegistry& r);  // linalg.cc: Einsum, Det
 void register_cpu_lrn_kernels(KernelRegistry& r);  // lrn.cc: LRN, LRNGrad
 void register_cpu_grid_sample_kernels(KernelRegistry& r);  // grid_sample.cc: GridSample, GridSampleGrad
 void register_cpu_bias_gelu_kernels(KernelRegistry& r);  // bias_gelu.cc: BiasGelu, BiasGeluGrad
+void register_cpu_add_layer_norm_kernels(KernelRegistry& r);  // add_layer_norm.cc: AddLayerNorm
 void register_cpu_control_flow_kernels(KernelRegistry& r);  // control_flow.cc: If, Loop, Scan
 
 void register_cpu_kernels(KernelRegistry& r) {
@@ -43,6 +44,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   register_cpu_shape_grad_kernels(r);
   register_cpu_attention_kernels(r);
   register_cpu_bias_gelu_kernels(r);
+  register_cpu_add_layer_norm_kernels(r);
   register_cpu_half_kernels(r);  // last: it derives half kernels from the float32 ones above
 }
 

@@ -11,6 +11,7 @@ namespace otter::cuda {
 
 KernelFactory elementwise_kernel(const std::string& op);  // elementwise.cu
 KernelFactory bias_gelu_kernel(const std::string& op);    // bias_gelu.cu: BiasGelu, BiasGeluGrad
+KernelFactory add_layer_norm_kernel(const std::string& op);  // add_layer_norm.cu: AddLayerNorm
 KernelFactory reduce_kernel(const std::string& op);       // reduce.cu
 KernelFactory shape_kernel(const std::string& op);        // shape.cu
 KernelFactory shape_grad_kernel(const std::string& op);   // shape_grad.cu: SliceGrad, GatherGrad, PadGrad

@@ -404,8 +404,8 @@ class BatchNormGradKernel : public Kernel {
 // dX = inv (g - mean(g) - xhat mean(g xhat)); the row's mean and inv go to `stats` for the
 // parameter gradients.
 template <typename S>
-__global__ void layer_norm_grad_kernel(int64_t rows, int64_t cols, const S* dy, const S* x, const S* scale, S* dx,
-                                       float* stats, float eps) {
+__global__ void layer_norm_grad_kernel(int64_t rows, int64_t cols, const S* dy, const S* x, const S* scale,
+                                       const S* dres, S* dx, float* stats, float eps) {
   OTTER_BLOCK_STRIDE(r, rows) {
     const S* xr = x + r * cols;
     const S* gr = dy + r * cols;
@@ -429,7 +429,9 @@ __global__ void layer_norm_grad_kernel(int64_t rows, int64_t cols, const S* dy, 
     if (dx)
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
         const float xhat = (load_value(xr[j]) - mean) * inv;
-        dx[r * cols + j] = store_value<S>(inv * (load_value(gr[j]) * load_value(scale[j]) - mg - xhat * mgx));
+        float v = inv * (load_value(gr[j]) * load_value(scale[j]) - mg - xhat * mgx);
+        if (dres) v += load_value(dres[r * cols + j]);  // AddLayerNorm's gradient: the sum's other gradient
+        dx[r * cols + j] = store_value<S>(v);
       }
     if (threadIdx.x == 0) {
       stats[2 * r] = mean;
@@ -454,8 +456,8 @@ __global__ void layer_norm_param_grad_kernel(int64_t rows, int64_t cols, const S
   }
 }
 
-// LayerNormalizationGrad(dY, X, scale) {axis, epsilon} -> dX?, dScale?, dB? (the last two of the
-// normalised shape X.shape[axis:]).
+// LayerNormalizationGrad(dY, X, scale, dResidual?) {axis, epsilon} -> dX?, dScale?, dB? (the last
+// two of the normalised shape X.shape[axis:]; dResidual, of X's shape, added to dX).
 class LayerNormGradKernel : public Kernel {
  public:
   explicit LayerNormGradKernel(const Node& n) : axis_(n.attr_i("axis", -1)), epsilon_(n.attr_f("epsilon", 1e-5f)) {}
@@ -471,6 +473,10 @@ class LayerNormGradKernel : public Kernel {
     const int64_t cols = num_elements(norm_dims), rows = cols == 0 ? 0 : x.numel() / cols;
     const Tensor scale = row_operand(ctx, ctx.input(2), x, "Scale", norm_dims);
     Tensor* dx = ctx.has_output(0) ? &ctx.allocate_output(0, x.dtype(), x.dims()) : nullptr;
+    if (ctx.has_input(3)) {
+      check_same(ctx, 3, dy, "dResidual");
+      if (!dx) ctx.error("input 3 (dResidual) needs output 0 (dX)");
+    }
     Tensor* dscale = ctx.has_output(1) ? &ctx.allocate_output(1, x.dtype(), norm_dims) : nullptr;
     Tensor* dbias = ctx.has_output(2) ? &ctx.allocate_output(2, x.dtype(), norm_dims) : nullptr;
     if (cols == 0) return;
@@ -487,8 +493,9 @@ class LayerNormGradKernel : public Kernel {
       const S* pdy = static_cast<const S*>(dy.raw());
       const S* px = static_cast<const S*>(x.raw());
       float* ps = static_cast<float*>(stats.raw());
-      layer_norm_grad_kernel<S><<<blocks_for(rows), kBlock, 0, s>>>(rows, cols, pdy, px, static_cast<const S*>(scale.raw()),
-                                                                   ptr(dx), ps, epsilon_);
+      const S* pres = ctx.has_input(3) ? static_cast<const S*>(ctx.input(3).raw()) : nullptr;
+      layer_norm_grad_kernel<S><<<blocks_for(rows), kBlock, 0, s>>>(
+          rows, cols, pdy, px, static_cast<const S*>(scale.raw()), pres, ptr(dx), ps, epsilon_);
       OTTER_CUDA_LAUNCH_CHECK();
       if (!dscale && !dbias) return;
       layer_norm_param_grad_kernel<S><<<grid_for(cols), kBlock, 0, s>>>(rows, cols, pdy, px, ps, ptr(dscale), ptr(dbias));

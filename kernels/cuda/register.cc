@@ -232,6 +232,7 @@ const Row kRows[] = {
       {otter, "BiasGelu", kFloat, bias_gelu_kernel},
       {otter, "BiasGeluGrad", kFloat, bias_gelu_kernel},
       {otter, "BiasAdd", kFloat, bias_gelu_kernel},
+      {otter, "AddLayerNorm", kFloat, add_layer_norm_kernel},
       {otter, "ReduceSumF32", kFloat, reduce_kernel},
       {otter, "ErfGrad", kFloat, elementwise_kernel},
       {otter, "SoftplusGrad", kFloat, elementwise_kernel},

@@ -500,6 +500,14 @@ std::vector<Case> grad_cases() {
   grad("LayerNormalizationGrad_last_axis", "LayerNormalizationGrad", {T({6, 77}), T({6, 77}), T({77})}, {}, 3);
   grad("LayerNormalizationGrad_axis1_broadcast", "LayerNormalizationGrad", {T({3, 4, 5}), T({3, 4, 5}), T({1, 5})},
        {{"axis", int64_t{1}}}, 3);
+  // AddLayerNorm's gradient: the sum's gradient from its other readers added to dX (dResidual).
+  grad("LayerNormalizationGrad_residual", "LayerNormalizationGrad", {T({6, 77}), T({6, 77}), T({77}), T({6, 77})}, {},
+       3);
+  // The fused residual Add + LayerNorm (fuse-add-layernorm pass): with the sum as an output and
+  // without (nor a bias), rows longer than a block of threads.
+  grad("AddLayerNorm_sum", "AddLayerNorm", {T({4, 6, 77}), T({4, 6, 77}), T({77}), T({77})}, {}, 2);
+  grad("AddLayerNorm_no_sum_no_bias", "AddLayerNorm", {T({5, 300}), T({5, 300}), T({300})},
+       {{"epsilon", 1e-3f}});
   grad("ConvGrad_stride_pad", "ConvGrad", {T({2, 4, 5, 5}), T({2, 3, 9, 9}), T({4, 3, 3, 3})},
        {{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}}, 3);
   grad("ConvGrad_depthwise", "ConvGrad", {T({2, 6, 8, 8}), T({2, 3, 8, 8}), T({6, 1, 3, 3})},

@@ -581,6 +581,43 @@ TEST(GradCheck, BiasGeluBiasOnly) {  // X a constant: only the bias takes a grad
                    .fixed = {{0, f64({2, 4}, {-2.5, -1, -0.5, 0, 0.3, 0.8, 1.7, 2.9})}}, .init = in_range(-1, 1)});
 }
 
+// ai.otter.AddLayerNorm (graph/ops/add_layer_norm.cc, made by the fuse-add-layernorm pass): Y =
+// LayerNorm(X + R), S = X + R. With the loss reading both outputs, LayerNormalizationGrad adds S's
+// gradient as dResidual; reading only Y, S is recomputed (no S output) or its gradient is absent;
+// reading only S, no LayerNormalizationGrad runs and dX = dR = dS.
+TEST(GradCheck, AddLayerNorm) {
+  check_gradients_both({.op = "AddLayerNorm",
+                        .domain = kOtterDomain,
+                        .shapes = {{2, 3, 5}, {2, 3, 5}, {5}, {5}},
+                        .num_outputs = 2,
+                        .tol = 1e-5});
+  check_gradients({.op = "AddLayerNorm",
+                   .domain = kOtterDomain,
+                   .shapes = {{4, 6}, {4, 6}, {6}, {6}},
+                   .attrs = {{"epsilon", Attribute(0.1f)}},
+                   .num_outputs = 2,
+                   .tol = 1e-5,
+                   .seed = 3});
+}
+TEST(GradCheck, AddLayerNormWithoutTheSum) {
+  check_gradients_both(
+      {.op = "AddLayerNorm", .domain = kOtterDomain, .shapes = {{2, 3, 5}, {2, 3, 5}, {5}, {5}}, .tol = 1e-5});
+  check_gradients({.op = "AddLayerNorm", .domain = kOtterDomain, .shapes = {{3, 4}, {3, 4}, {4}}, .tol = 1e-5});
+}
+TEST(GradCheck, AddLayerNormOneOutputRead) {
+  check_gradients({.op = "AddLayerNorm",
+                   .domain = kOtterDomain,
+                   .shapes = {{2, 3, 5}, {2, 3, 5}, {5}, {5}},
+                   .num_outputs = 2,
+                   .checked_outputs = {0},
+                   .tol = 1e-5});
+  check_gradients({.op = "AddLayerNorm",
+                   .domain = kOtterDomain,
+                   .shapes = {{2, 3, 5}, {2, 3, 5}, {5}, {5}},
+                   .num_outputs = 2,
+                   .checked_outputs = {1},
+                   .tol = 1e-5});
+}
 // ai.otter.BiasAdd (graph/ops/elementwise.cc, made by cast-elimination): dX = dY, dbias = dY summed
 // over the leading axes; a bias of X's trailing 2 axes, and of X's whole shape (no sum).
 TEST(GradCheck, BiasAdd) {

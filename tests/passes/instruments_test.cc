@@ -154,7 +154,7 @@ TEST(PassManager, DisableLeavesPassesOutOfNamedPipelines) {
   pm.set_disabled({"batchnorm-mode", "canonicalize", "freeze-unreachable", "eval-mode"});
   pm.add_pipeline("default-train");
   std::string text = pm.pipeline_text();
-  EXPECT_EQ(text.rfind("fuse-attention,fuse-bias-gelu,fuse-softmax-ce,fold-transpose,add-loss{type=ce},autodiff,"
+  EXPECT_EQ(text.rfind("fuse-attention,fuse-bias-gelu,fuse-softmax-ce,fuse-add-layernorm,fold-transpose,add-loss{type=ce},autodiff,"
                        "grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001}",
                        0),
             0u)

@@ -11,6 +11,7 @@
 #include "passes/batchnorm_mode.h"
 #include "passes/fuse_attention.h"
 #include "passes/fold_transpose.h"
+#include "passes/fuse_add_layernorm.h"
 #include "passes/fuse_bias_gelu.h"
 #include "passes/fuse_softmax_ce.h"
 #include "passes/grad_accumulation.h"
@@ -171,10 +172,11 @@ TEST(PassOptions, EachStructRoundTripsWithEveryFieldSet) {
   expect_round_trip("fuse-bias-gelu", FuseBiasGeluOptions{true, false});
   expect_round_trip("fuse-bias-gelu", FuseBiasGeluOptions{false, true});
   expect_round_trip("fuse-softmax-ce", FuseSoftmaxCeOptions{false});
+  expect_round_trip("fuse-add-layernorm", FuseAddLayerNormOptions{false});
   expect_round_trip("fold-transpose", FoldTransposeOptions{false});
   for (const char* n : {"add-loss", "autodiff", "mixed-precision", "loss-scale", "grad-accumulation", "optimizer",
                         "memory-plan", "lora", "batchnorm-mode", "recompute", "all-reduce", "fuse-attention",
-                        "fuse-bias-gelu", "fuse-softmax-ce", "fold-transpose"})
+                        "fuse-bias-gelu", "fuse-softmax-ce", "fuse-add-layernorm", "fold-transpose"})
     covered.insert(n);
   for (const std::string& name : PassRegistry::instance().names())
     EXPECT_TRUE(covered.count(name)) << "pass '" << name << "' has no typed round-trip case here";

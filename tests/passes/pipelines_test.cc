@@ -19,26 +19,26 @@ std::string error_of(const std::function<void()>& f) {
 TEST(TrainingPipeline, DefaultOptions) {
   EXPECT_EQ(training_pipeline({}),
             "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fuse-softmax-ce,"
-            "fold-transpose,add-loss{type=ce},autodiff,"
+            "fuse-add-layernorm,fold-transpose,add-loss{type=ce},autodiff,"
             "grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},memory-plan");
   TrainingPipelineOptions unfused;
   unfused.fuse_attention.enabled = false;  // otter-train --fuse-attention off
   EXPECT_EQ(training_pipeline(unfused),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fuse-softmax-ce,fold-transpose,"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fuse-softmax-ce,fuse-add-layernorm,fold-transpose,"
             "add-loss{type=ce},autodiff,grad-accumulation{steps=1},"
             "optimizer{type=adamw,lr=0.001},"
             "memory-plan");
   EXPECT_EQ(gradient_pipeline({}),
             "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fuse-softmax-ce,"
-            "fold-transpose,add-loss{type=ce},autodiff");
+            "fuse-add-layernorm,fold-transpose,add-loss{type=ce},autodiff");
   EXPECT_EQ(gradient_pipeline(unfused),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fuse-softmax-ce,fold-transpose,"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fuse-softmax-ce,fuse-add-layernorm,fold-transpose,"
             "add-loss{type=ce},autodiff");
   TrainingPipelineOptions no_gqa;
   no_gqa.fuse_attention.gqa = false;
   EXPECT_EQ(gradient_pipeline(no_gqa),
             "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention{gqa=false},fuse-bias-gelu,fuse-softmax-ce,"
-            "fold-transpose,add-loss{type=ce},autodiff");
+            "fuse-add-layernorm,fold-transpose,add-loss{type=ce},autodiff");
 }
 
 // fuse-bias-gelu runs by default, after fuse-attention (alone when attention is unfused);
@@ -47,16 +47,16 @@ TEST(TrainingPipeline, FuseBiasGeluByDefault) {
   TrainingPipelineOptions gelu;
   EXPECT_EQ(gradient_pipeline(gelu),
             "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fuse-softmax-ce,"
-            "fold-transpose,add-loss{type=ce},autodiff");
+            "fuse-add-layernorm,fold-transpose,add-loss{type=ce},autodiff");
   gelu.fuse_attention.enabled = false;
   EXPECT_EQ(gradient_pipeline(gelu),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fuse-softmax-ce,fold-transpose,"
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-bias-gelu,fuse-softmax-ce,fuse-add-layernorm,fold-transpose,"
             "add-loss{type=ce},autodiff");
   gelu.fuse_bias_gelu.bias = false;
   EXPECT_NE(training_pipeline(gelu).find(",fuse-bias-gelu{bias=false},"), std::string::npos);
   gelu.fuse_bias_gelu.enabled = false;  // otter-train --fuse-bias-gelu off
   EXPECT_EQ(gradient_pipeline(gelu),
-            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-softmax-ce,fold-transpose,add-loss{type=ce},autodiff");
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-softmax-ce,fuse-add-layernorm,fold-transpose,add-loss{type=ce},autodiff");
 }
 
 // fuse-softmax-ce runs by default, after fuse-bias-gelu and before the loss (with the model's own
@@ -66,11 +66,25 @@ TEST(TrainingPipeline, FuseSoftmaxCeByDefault) {
   o.loss = LossSpec::parse("model:nll");
   EXPECT_EQ(
       gradient_pipeline(o),
-      "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fuse-softmax-ce,fold-transpose,"
+      "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fuse-softmax-ce,fuse-add-layernorm,fold-transpose,"
       "autodiff{loss=nll}");
   o.fuse_softmax_ce.enabled = false;  // otter-train --fuse-softmax-ce off
   EXPECT_EQ(training_pipeline(o).find("fuse-softmax-ce"), std::string::npos);
   EXPECT_EQ(gradient_pipeline(o).find("fuse-softmax-ce"), std::string::npos);
+}
+
+// fuse-add-layernorm runs by default, after fuse-softmax-ce (alone when the other fusions are off);
+// otter-train --fuse-add-layernorm off leaves it out.
+TEST(TrainingPipeline, FuseAddLayerNormByDefault) {
+  TrainingPipelineOptions o;
+  o.fuse_attention.enabled = false;
+  o.fuse_bias_gelu.enabled = false;
+  o.fuse_softmax_ce.enabled = false;
+  EXPECT_EQ(gradient_pipeline(o),
+            "batchnorm-mode,canonicalize,freeze-unreachable,fuse-add-layernorm,fold-transpose,add-loss{type=ce},autodiff");
+  o.fuse_add_layernorm.enabled = false;  // otter-train --fuse-add-layernorm off
+  EXPECT_EQ(training_pipeline(o).find("fuse-add-layernorm"), std::string::npos);
+  EXPECT_EQ(gradient_pipeline(o), "batchnorm-mode,canonicalize,freeze-unreachable,fold-transpose,add-loss{type=ce},autodiff");
 }
 
 TEST(TrainingPipeline, EveryOptionReachesItsPass) {
@@ -92,7 +106,7 @@ TEST(TrainingPipeline, EveryOptionReachesItsPass) {
   c.total = 1000;
   EXPECT_EQ(training_pipeline(o),
             "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fuse-softmax-ce,"
-            "fold-transpose,add-loss{type=mse,output=y,labels=target},"
+            "fuse-add-layernorm,fold-transpose,add-loss{type=mse,output=y,labels=target},"
             "autodiff{freeze=fc1.*;emb?},"
             "grad-accumulation{steps=4},optimizer{type=sgd,lr=0.1,weight_decay=1e-04,momentum=0.9,"
             "nesterov=true,clip_norm=1.5,schedule=cosine,warmup=10,total=1000},memory-plan");
@@ -103,7 +117,7 @@ TEST(TrainingPipeline, ModelLossSkipsAddLoss) {
   o.loss = LossSpec::parse("model:total_loss");
   EXPECT_EQ(training_pipeline(o),
             "batchnorm-mode,canonicalize,freeze-unreachable,fuse-attention,fuse-bias-gelu,fuse-softmax-ce,"
-            "fold-transpose,autodiff{loss=total_loss},"
+            "fuse-add-layernorm,fold-transpose,autodiff{loss=total_loss},"
             "grad-accumulation{steps=1},optimizer{type=adamw,lr=0.001},memory-plan");
   EXPECT_EQ(eval_pipeline(o), "canonicalize,eval-mode");
   EXPECT_EQ(eval_pipeline({}), "canonicalize,eval-mode,add-loss{type=ce}");
@@ -118,7 +132,7 @@ TEST(TrainingPipeline, ThePipelineParsesAndEveryPassValidates) {
   std::vector<std::string> names;
   for (const auto& p : pm.passes()) names.push_back(p->name());
   std::vector<std::string> want{"batchnorm-mode", "canonicalize",      "freeze-unreachable", "fuse-attention",
-                                "fuse-bias-gelu", "fuse-softmax-ce",   "fold-transpose",     "add-loss",
+                                "fuse-bias-gelu", "fuse-softmax-ce",   "fuse-add-layernorm", "fold-transpose", "add-loss",
                                 "autodiff",       "grad-accumulation", "optimizer",          "memory-plan"};
   EXPECT_EQ(names, want);
 }
