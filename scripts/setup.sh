@@ -44,6 +44,10 @@ if [ ! -f models/resnet18/resnet18.onnx ] || [ ! -f models/resnet18/resnet18_for
   /usr/bin/python3 models/export_models.py --only resnet18 >/dev/null
   /usr/bin/python3 models/make_forward_refs.py --only resnet18 >/dev/null
 fi
+if [ ! -f models/bench/gpt_large.onnx ]; then  # FusedAttention.GptLargeTrainsToTheSameLosses, otter-bench all
+  echo "setup: exporting gpt_large (models/export_models.py --only gpt_large)"
+  /usr/bin/python3 models/export_models.py --only gpt_large >/dev/null
+fi
 if [ ! -f models/resnet18/resnet18_grad_ref.npz ]; then
   echo "setup: recording ResNet-18's PyTorch gradients (models/make_grad_refs.py --only resnet18)"
   /usr/bin/python3 models/make_grad_refs.py --only resnet18 >/dev/null
