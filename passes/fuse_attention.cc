@@ -149,8 +149,10 @@ Value* match_scale(Node* n, Match& m) {
 // The split layout: scores [N, S, T] split into [B, H, S, T] and merged back, with H, S, T, D and Dv
 // static, so that Q, Kt and V can be read as [B, H, S, D], [B, H, D, T] and [B, H, T, Dv].
 bool split_fits(const Match& m) {
-  const Shape &sc = m.scores->output(0)->shape(), &sp = m.split->output(0)->shape();
-  if (sc.rank() != 3 || !sp.rank_known || sp.rank() != 4 || !(m.merge->output(0)->shape() == sc)) return false;
+  const Shape &sc = m.scores->output(0)->shape(), &sp = m.split->output(0)->shape(), &y = m.out->output(0)->shape();
+  if (!sc.rank_known || sc.rank() != 3 || !sp.rank_known || sp.rank() != 4 || !(m.merge->output(0)->shape() == sc))
+    return false;
+  if (!y.rank_known || y.rank() != 3 || !y.dims[1].is_static() || !y.dims[2].is_static()) return false;
   const Shape &q = m.q->shape(), &v = m.v->shape();
   for (const Dim& d : {sp.dims[1], sp.dims[2], sp.dims[3], q.dims[2], v.dims[2]})
     if (!d.is_static()) return false;
