@@ -297,6 +297,36 @@ class BatchNormGradKernel : public cpu::FloatKernel<BatchNormGradKernel> {
 
 // ---- LayerNormalizationGrad ---------------------------------------------------------------------
 
+// One row of LayerNormalizationGrad (see below): dX into dr (plus rr, dResidual, where given) and
+// dScale, dB partial sums into acc[0, cols), acc[cols, 2 cols) where given.
+template <typename T>
+inline void layer_norm_grad_row(const T* xr, const T* gr, const T* scale, int64_t cols, double eps, T* dr,
+                                const T* rr, double* acc) {
+  const double mean = cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(xr[i]); }) / static_cast<double>(cols);
+  const double ss = cpu::lane_sum(cols, [&](int64_t i) { return (xr[i] - mean) * (xr[i] - mean); });
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(cols) + eps);
+  const double sg = cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(gr[i]) * scale[i]; });
+  const double sgx =
+      cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(gr[i]) * scale[i] * ((xr[i] - mean) * inv); });
+  if (dr) {
+    const double mg = sg / static_cast<double>(cols), mgx = sgx / static_cast<double>(cols);
+    auto grad = [&](int64_t i) {
+      const double xhat = (xr[i] - mean) * inv;
+      return static_cast<T>(inv * (static_cast<double>(gr[i]) * scale[i] - mg - xhat * mgx));
+    };
+    if (rr) {  // dResidual added in T: the rounding of an Add of the two gradients
+      for (int64_t i = 0; i < cols; ++i) dr[i] = grad(i) + rr[i];
+    } else {
+      for (int64_t i = 0; i < cols; ++i) dr[i] = grad(i);
+    }
+  }
+  if (!acc) return;
+  for (int64_t i = 0; i < cols; ++i) {
+    acc[i] += static_cast<double>(gr[i]) * (xr[i] - mean) * inv;
+    acc[cols + i] += gr[i];
+  }
+}
+
 // Rows over the axes before `axis`, columns (H of them) over the normalised axes; per row with
 // xhat = (x - mean) * inv and g = dy * scale:
 //   dX = inv * (g - mean(g) - xhat * mean(g * xhat)),  dScale += dy * xhat,  dB += dy
@@ -341,37 +371,26 @@ class LayerNormGradKernel : public cpu::FloatKernel<LayerNormGradKernel> {
     const T* px = x.data<T>();
     const T* pg = dy.data<T>();
     const double eps = epsilon_;
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t row = 0; row < rows; ++row) cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-      const T* xr = px + row * cols;
-      const T* gr = pg + row * cols;
-      const double mean = cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(xr[i]); }) / static_cast<double>(cols);
-      const double ss = cpu::lane_sum(cols, [&](int64_t i) { return (xr[i] - mean) * (xr[i] - mean); });
-      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(cols) + eps);
-      const double sg = cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(gr[i]) * scale[i]; });
-      const double sgx =
-          cpu::lane_sum(cols, [&](int64_t i) { return static_cast<double>(gr[i]) * scale[i] * ((xr[i] - mean) * inv); });
-      if (dx) {
-        const double mg = sg / static_cast<double>(cols), mgx = sgx / static_cast<double>(cols);
-        T* dr = dx + row * cols;
-        auto grad = [&](int64_t i) {
-          const double xhat = (xr[i] - mean) * inv;
-          return static_cast<T>(inv * (static_cast<double>(gr[i]) * scale[i] - mg - xhat * mgx));
-        };
-        if (pres) {  // dResidual added in T: the rounding of an Add of the two gradients
-          const T* rr = pres + row * cols;
-          for (int64_t i = 0; i < cols; ++i) dr[i] = grad(i) + rr[i];
-        } else {
-          for (int64_t i = 0; i < cols; ++i) dr[i] = grad(i);
-        }
+    const auto one_row = [&](int64_t row, int t) {
+      layer_norm_grad_row(px + row * cols, pg + row * cols, scale.data(), cols, eps, dx ? dx + row * cols : nullptr,
+                          pres ? pres + row * cols : nullptr,
+                          want_params ? part.data() + static_cast<size_t>(t) * 2 * cols : nullptr);
+    };
+    // Rows [b, e) of thread t in one ISA variant (one dispatch per thread, not per row).
+    const auto rows_in = [&](int64_t b, int64_t e, int t) {
+      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
+        for (int64_t row = b; row < e; ++row) one_row(row, t);
+      });
+    };
+    if (threads == 1) {
+      rows_in(0, rows, 0);
+    } else {
+#pragma omp parallel num_threads(threads)
+      {
+        const int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
+        rows_in(rows * t / n, rows * (t + 1) / n, static_cast<int>(t));
       }
-      if (!want_params) return;
-      double* acc = part.data() + static_cast<size_t>(omp_get_thread_num()) * 2 * cols;
-      for (int64_t i = 0; i < cols; ++i) {
-        acc[i] += static_cast<double>(gr[i]) * (xr[i] - mean) * inv;
-        acc[cols + i] += gr[i];
-      }
-    });
+    }
     for (int o = 1; o <= 2; ++o) {
       if (!ctx.has_output(o)) continue;
       T* out = ctx.allocate_output(o, x.dtype(), norm_dims).template data<T>();
