@@ -52,24 +52,11 @@ double largest_difference(const Tensor& a, const Tensor& b, const std::string& n
 
 void expect_same_training(Precision precision) {
   const auto [tok, lab] = testing::gpt_batch(16, 5, 3);
-  TempDir dir;
-  const std::string data = dir.path + "/seq.npz";
-  write_npz(data, {{"tokens", tok}, {"labels", lab}});
-  std::vector<double> losses[2];
-  std::unique_ptr<TrainingSession> sessions[2];
-  Counts counts[2];
-  for (bool on : {false, true}) {
-    TrainingOptions o;
-    o.batch_size = 8;
-    o.pipeline.precision = precision;
-    o.pipeline.optimizer.lr = 3e-3;
-    o.pipeline.fuse_add_layernorm.enabled = on;
-    sessions[on] = TrainingSession::create(model_file("gpt/gpt.onnx"), o);
-    counts[on] = count(sessions[on]->graph());
-    Dataset train = Dataset::from_npz(data, sessions[on]->batch_inputs());
-    DataLoader loader(train, 8, true, 0);
-    for (int i = 0; i < 5; ++i) losses[on].push_back(sessions[on]->train_step(loader.next()).loss);
-  }
+  const testing::PassSwitch set = [](TrainingPipelineOptions& p, bool on) { p.fuse_add_layernorm.enabled = on; };
+  const testing::TrainedBothWays run = testing::train_both_ways(set, tok, lab, {.precision = precision});
+  const auto& losses = run.losses;
+  const auto& sessions = run.sessions;
+  const Counts counts[2] = {count(sessions[0]->graph()), count(sessions[1]->graph())};
   EXPECT_LT(losses[0].back(), losses[0].front());  // it does train
   double loss_diff = 0;
   for (int i = 0; i < 5; ++i) {

@@ -171,28 +171,19 @@ TEST(FusedAttention, DropoutMatchesTheUnfusedGraphWithTheSameFactors) {
 std::array<std::vector<double>, 2> losses_without_and_with_fusion(const std::string& model, const Tensor& tokens,
                                                                   const Tensor& labels, int64_t batch, int steps,
                                                                   int64_t blocks) {
-  TempDir dir;
-  const std::string data = dir.path + "/seq.npz";
-  write_npz(data, {{"tokens", tokens}, {"labels", labels}});
-  std::array<std::vector<double>, 2> losses;
+  const testing::PassSwitch set = [](TrainingPipelineOptions& p, bool on) { p.fuse_attention.enabled = on; };
+  const testing::TrainedBothWays run =
+      testing::train_both_ways(set, tokens, labels, {.steps = steps, .model = model, .batch = batch});
   for (bool fuse : {false, true}) {
-    TrainingOptions o;
-    o.batch_size = batch;
-    o.pipeline.optimizer.lr = 3e-3;
-    o.pipeline.fuse_attention.enabled = fuse;
-    auto s = TrainingSession::create(model, o);
     int64_t attention = 0, softmax = 0;
-    for (const auto& node : s->graph().nodes()) {
+    for (const auto& node : run.sessions[fuse]->graph().nodes()) {
       attention += node->domain() == kOtterDomain && node->op_type() == "Attention";
       softmax += node->op_type() == "Softmax";
     }
     EXPECT_EQ(attention, fuse ? blocks : 0) << (fuse ? "fused" : "unfused");
     EXPECT_EQ(softmax, fuse ? 0 : blocks) << (fuse ? "fused" : "unfused");
-    Dataset train = Dataset::from_npz(data, s->batch_inputs());
-    DataLoader loader(train, batch, true, 0);
-    for (int i = 0; i < steps; ++i) losses[fuse].push_back(s->train_step(loader.next()).loss);
   }
-  return losses;
+  return {run.losses[0], run.losses[1]};
 }
 
 // Fails unless every step's loss with fusion is within `tol` (absolute) of the loss without; prints the largest

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,25 +64,47 @@ inline void expect_same_gpt_gradients(const PassSwitch& set, const Tensor& tok, 
             << " gradients: " << worst << "\n";
 }
 
-// The losses of 5 AdamW steps (lr 3e-3, batches of 8) with the pass off and on agree within tol,
-// and the GPT does train.
-inline void expect_same_gpt_losses(const PassSwitch& set, const Tensor& tok, const Tensor& lab, double tol) {
+// A training run of `model` (the shipped GPT by default) with the pass off ([0]) and on ([1]):
+// `steps` AdamW steps (lr 3e-3, `precision`, batches of `batch` in the loader's seed-0 order) on
+// (tok, lab). The sessions stay open for their state tensors and graphs.
+struct TrainedBothWays {
+  std::unique_ptr<TrainingSession> sessions[2];
+  std::vector<double> losses[2];
+};
+
+struct TrainSpec {
+  int steps = 5;
+  Precision precision = Precision::kFp32;
+  std::string model = model_file("gpt/gpt.onnx");
+  int64_t batch = 8;
+};
+
+inline TrainedBothWays train_both_ways(const PassSwitch& set, const Tensor& tok, const Tensor& lab,
+                                       const TrainSpec& spec = {}) {
   TempDir dir;
   const std::string data = dir.path + "/seq.npz";
   write_npz(data, {{"tokens", tok}, {"labels", lab}});
-  std::vector<double> losses[2];
+  TrainedBothWays r;
   for (bool on : {false, true}) {
     TrainingOptions o;
-    o.batch_size = 8;
+    o.batch_size = spec.batch;
+    o.pipeline.precision = spec.precision;
     o.pipeline.optimizer.lr = 3e-3;
     set(o.pipeline, on);
-    auto s = TrainingSession::create(model_file("gpt/gpt.onnx"), o);
-    Dataset train = Dataset::from_npz(data, s->batch_inputs());
-    DataLoader loader(train, 8, true, 0);
-    for (int i = 0; i < 5; ++i) losses[on].push_back(s->train_step(loader.next()).loss);
+    r.sessions[on] = TrainingSession::create(spec.model, o);
+    Dataset train = Dataset::from_npz(data, r.sessions[on]->batch_inputs());
+    DataLoader loader(train, spec.batch, true, 0);
+    for (int i = 0; i < spec.steps; ++i) r.losses[on].push_back(r.sessions[on]->train_step(loader.next()).loss);
   }
-  EXPECT_LT(losses[0].back(), losses[0].front());  // it does train
-  for (int i = 0; i < 5; ++i) EXPECT_NEAR(losses[1][i], losses[0][i], tol) << "step " << i;
+  return r;
+}
+
+// The losses of 5 AdamW steps (lr 3e-3, batches of 8) with the pass off and on agree within tol,
+// and the GPT does train.
+inline void expect_same_gpt_losses(const PassSwitch& set, const Tensor& tok, const Tensor& lab, double tol) {
+  const TrainedBothWays r = train_both_ways(set, tok, lab);
+  EXPECT_LT(r.losses[0].back(), r.losses[0].front());  // it does train
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(r.losses[1][i], r.losses[0][i], tol) << "step " << i;
 }
 
 }  // namespace otter::testing
