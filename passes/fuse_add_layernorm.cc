@@ -32,7 +32,7 @@ bool is_row(const Value* v, const Dim& len, DataType t) {
 Node* fusable_add(const Node* ln) {
   if (!is_op(ln, "LayerNormalization") || ln->num_inputs() < 2 || ln->attr_i("stash_type", 1) != 1) return nullptr;
   for (int i = 1; i < ln->num_outputs(); ++i)
-    if (ln->output(i) && (!ln->output(i)->uses().empty() || ln->output(i)->is_graph_output())) return nullptr;
+    if (!pattern::unread(ln->output(i))) return nullptr;
   Value* s = ln->input(0);
   Node* add = s->producer();
   if (!is_op(add, "Add") || !is_float(s->dtype())) return nullptr;

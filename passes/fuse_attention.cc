@@ -58,8 +58,7 @@ Node* producer(const Value* v, std::vector<Node*>* casts = nullptr) {
 // The ratio of a Dropout that drops in training with constant ratio and training_mode and whose
 // mask output nobody reads: Attention's own dropout takes its place. nullopt otherwise.
 std::optional<double> fusable_dropout(const Node& d) {
-  if (d.num_outputs() > 1 && d.output(1) && (!d.output(1)->uses().empty() || d.output(1)->is_graph_output()))
-    return std::nullopt;
+  if (d.num_outputs() > 1 && !pattern::unread(d.output(1))) return std::nullopt;
   std::optional<double> training = d.has_input(2) ? const_scalar(d.input(2)) : std::nullopt;
   std::optional<double> ratio = d.has_input(1) ? const_scalar(d.input(1)) : std::optional<double>(0.5);
   if (!training || *training == 0 || !ratio || !(*ratio > 0 && *ratio < 1)) return std::nullopt;
@@ -300,13 +299,9 @@ void replace(Graph& g, const Match& m) {
   }
   infer_node(*a);
   Value* fused = a->output(0);
-  if (m.split) {  // back to [B*H, S, Dv]
+  if (m.split) {  // back to [B*H, S, Dv], under Y's name (free since Y was renamed)
     const std::vector<Dim>& yd = y->shape().dims;
-    Value* shape = g.add_initializer(g.unique_name(name + ".shape"),
-                                     Tensor::from_vector<int64_t>({3}, {-1, yd[1].value, yd[2].value}), false);
-    Node* r = g.add_node("Reshape", {fused, shape}, {name}, "", m.out);
-    infer_node(*r);
-    fused = r->output(0);
+    fused = reshaped(g, fused, {-1, yd[1].value, yd[2].value}, name, m.out);
   }
   g.replace_all_uses(y, fused);
   // Consumer first: each node's outputs are unused when it goes.

@@ -21,6 +21,9 @@ inline bool is_otter_op(const Node* n, const char* op) {
 // v feeds exactly one node and is not a graph output, so a fusion may absorb its producer.
 inline bool single_use(const Value* v) { return v && v->uses().size() == 1 && !v->is_graph_output(); }
 
+// v is absent or read by nothing: no node uses it and it is no graph output.
+inline bool unread(const Value* v) { return !v || (v->uses().empty() && !v->is_graph_output()); }
+
 // The value of a frozen initializer with one element.
 inline std::optional<double> const_scalar(const Value* v) {
   if (!v || v->kind() != ValueKind::kInitializer || v->trainable() || !v->has_data() || v->data().numel() != 1)

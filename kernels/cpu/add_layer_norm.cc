@@ -53,31 +53,22 @@ class AddLayerNormKernel : public cpu::FloatKernel<AddLayerNormKernel> {
     const T* px = x.data<T>();
     const T* pr = ctx.input(1).data<T>();
     const A eps = static_cast<A>(epsilon_);
-    // Rows [b, e) in one ISA variant; `own` is the caller's sum row when S is no output.
-    const auto rows_in = [&](int64_t b, int64_t e, T* own) {
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        for (int64_t row = b; row < e; ++row) {
-          const int64_t o = row * cols;
-          T* s = ps ? ps + o : own;
-          for (int64_t i = 0; i < cols; ++i) s[i] = px[o + i] + pr[o + i];
-          A m, inv;
-          cpu::layer_norm_row<T, A>(s, py + o, cols, pscale, pbias, eps, m, inv);
-        }
-      });
-    };
-    if (x.numel() <= kParallelWork || omp_get_max_threads() == 1) {  // no OpenMP region for small tensors
-      if (!ps) own_.resize(static_cast<size_t>(cols) * sizeof(T));
-      return rows_in(0, rows, reinterpret_cast<T*>(own_.data()));
-    }
-#pragma omp parallel
-    {
-      std::vector<T> own(ps ? 0 : static_cast<size_t>(cols));  // this thread's sum row when S is no output
-      const int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
-      rows_in(rows * t / n, rows * (t + 1) / n, own.data());
-    }
+    const bool parallel = x.numel() > kParallelWork;
+    // Without an S output each thread sums its rows into its own row of own_.
+    if (!ps) own_.resize(static_cast<size_t>(parallel ? omp_get_max_threads() : 1) * cols);
+    cpu::row_ranges<std::is_same_v<T, float>>(rows, parallel, [&](int64_t b, int64_t e, int t) {
+      T* own = reinterpret_cast<T*>(own_.data()) + static_cast<size_t>(t) * cols;
+      for (int64_t row = b; row < e; ++row) {
+        const int64_t o = row * cols;
+        T* s = ps ? ps + o : own;
+        for (int64_t i = 0; i < cols; ++i) s[i] = px[o + i] + pr[o + i];
+        A m, inv;
+        cpu::layer_norm_row<T, A>(s, py + o, cols, pscale, pbias, eps, m, inv);
+      }
+    });
   }
 
-  std::vector<char> own_;  // the sum row of the single-threaded path, reused between runs
+  std::vector<double> own_;  // per-thread sum rows (as double: room for float and double), reused between runs
 
   int64_t axis_;
   float epsilon_;

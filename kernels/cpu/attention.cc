@@ -45,6 +45,13 @@ using params::AttnAttrs;
 using params::AttnShape;
 using params::MaskMode;
 
+// The dropout seed in input i: one int64 (Attention's input 4, AttentionGrad's input 7).
+uint64_t seed_input(const KernelContext& ctx, int i) {
+  const Tensor& t = ctx.input(i);
+  if (t.dtype() != DataType::kInt64 || t.numel() != 1) ctx.error("seed must be one int64, got " + t.describe());
+  return static_cast<uint64_t>(t.data<int64_t>()[0]);
+}
+
 // One query block of one head: Y rows and LSE entries (the online softmax).
 template <typename T>
 void forward_block(const AttnShape& s, const Blocks& bl, const MaskView<T>& mv, const attn::Dropout& dr, T scale,
@@ -129,13 +136,10 @@ class AttentionKernel : public Kernel {
   // node's own, seeded 0, without one); output 2 returns it for AttentionGrad.
   attn::Dropout dropout(KernelContext& ctx) {
     uint64_t seed = 0;
-    if (ctx.has_input(4)) {
-      const Tensor& t = ctx.input(4);
-      if (t.dtype() != DataType::kInt64 || t.numel() != 1) ctx.error("seed must be one int64, got " + t.describe());
-      seed = static_cast<uint64_t>(t.data<int64_t>()[0]);
-    } else if (at_.dropout > 0) {
+    if (ctx.has_input(4))
+      seed = seed_input(ctx, 4);
+    else if (at_.dropout > 0)
       seed = ctx.rng ? (*ctx.rng)() : own_();
-    }
     if (ctx.has_output(2)) ctx.allocate_output(2, DataType::kInt64, {}).data<int64_t>()[0] = static_cast<int64_t>(seed);
     return attn::make_dropout(at_.dropout, seed);
   }
@@ -223,9 +227,7 @@ class AttentionGradKernel : public Kernel {
   attn::Dropout dropout(KernelContext& ctx) const {
     if (!(at_.dropout > 0)) return {};
     if (!ctx.has_input(7)) ctx.error("dropout needs input 7 (the forward's Seed)");
-    const Tensor& t = ctx.input(7);
-    if (t.dtype() != DataType::kInt64 || t.numel() != 1) ctx.error("seed must be one int64, got " + t.describe());
-    return attn::make_dropout(at_.dropout, static_cast<uint64_t>(t.data<int64_t>()[0]));
+    return attn::make_dropout(at_.dropout, seed_input(ctx, 7));
   }
 
   // Output 3, dScores [..., H, S, T] zeroed, where wanted: only for an additive mask of Q's type.

@@ -3,6 +3,8 @@
 // op normalises the sum with the very same operations, bit for bit.
 #pragma once
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -39,6 +41,20 @@ inline void layer_norm_row(const T* p, T* q, int64_t cols, const T* pscale, cons
   });
   m_out = m;
   inv_out = inv;
+}
+
+// Calls fn(begin, end, thread) over rows [0, rows): once on the calling thread (thread 0) unless
+// `parallel`, else one contiguous range per OpenMP thread. Each range runs in one ISA variant when
+// kWide (one dispatch per range, not per row), as the LayerNorm kernels' row loops want.
+template <bool kWide, typename F>
+inline void row_ranges(int64_t rows, bool parallel, const F& fn) {
+  const auto run = [&](int64_t b, int64_t e, int t) { isa_dispatch_if<kWide>([&] { fn(b, e, t); }); };
+  if (!parallel || omp_get_max_threads() == 1) return run(0, rows, 0);
+#pragma omp parallel
+  {
+    const int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
+    run(rows * t / n, rows * (t + 1) / n, static_cast<int>(t));
+  }
 }
 
 }  // namespace otter::cpu

@@ -235,23 +235,14 @@ class LayerNormKernel : public Kernel {
       if (stash_ == DataType::kFloat32) t->data<float>()[row] = static_cast<float>(v);
       else t->data<double>()[row] = static_cast<double>(v);
     };
-    // Rows [b, e) in one ISA variant (one dispatch, not two per row).
-    const auto rows_in = [&](int64_t b, int64_t e) {
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        for (int64_t row = b; row < e; ++row) {
-          A m, inv;
-          cpu::layer_norm_row<T, A>(px + row * cols, py + row * cols, cols, pscale, pbias, eps, m, inv);
-          store(mean_t, row, m);
-          store(inv_t, row, inv);
-        }
-      });
-    };
-    if (x.numel() <= kParallelWork) return rows_in(0, rows);
-#pragma omp parallel
-    {
-      const int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
-      rows_in(rows * t / n, rows * (t + 1) / n);
-    }
+    cpu::row_ranges<std::is_same_v<T, float>>(rows, x.numel() > kParallelWork, [&](int64_t b, int64_t e, int) {
+      for (int64_t row = b; row < e; ++row) {
+        A m, inv;
+        cpu::layer_norm_row<T, A>(px + row * cols, py + row * cols, cols, pscale, pbias, eps, m, inv);
+        store(mean_t, row, m);
+        store(inv_t, row, inv);
+      }
+    });
   }
 
   int64_t axis_;

@@ -21,6 +21,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/lane_sum.h"
+#include "kernels/cpu/layer_norm_row.h"
 
 namespace otter {
 namespace {
@@ -376,21 +377,9 @@ class LayerNormGradKernel : public cpu::FloatKernel<LayerNormGradKernel> {
                           pres ? pres + row * cols : nullptr,
                           want_params ? part.data() + static_cast<size_t>(t) * 2 * cols : nullptr);
     };
-    // Rows [b, e) of thread t in one ISA variant (one dispatch per thread, not per row).
-    const auto rows_in = [&](int64_t b, int64_t e, int t) {
-      cpu::isa_dispatch_if<std::is_same_v<T, float>>([&] {
-        for (int64_t row = b; row < e; ++row) one_row(row, t);
-      });
-    };
-    if (threads == 1) {
-      rows_in(0, rows, 0);
-    } else {
-#pragma omp parallel num_threads(threads)
-      {
-        const int64_t n = omp_get_num_threads(), t = omp_get_thread_num();
-        rows_in(rows * t / n, rows * (t + 1) / n, static_cast<int>(t));
-      }
-    }
+    cpu::row_ranges<std::is_same_v<T, float>>(rows, threads > 1, [&](int64_t b, int64_t e, int t) {
+      for (int64_t row = b; row < e; ++row) one_row(row, t);
+    });
     for (int o = 1; o <= 2; ++o) {
       if (!ctx.has_output(o)) continue;
       T* out = ctx.allocate_output(o, x.dtype(), norm_dims).template data<T>();
