@@ -90,16 +90,19 @@ __global__ void attention_forward_kernel(AttnArgs a, int64_t rows, void* y, floa
       const float mnew = fmaxf(m, block_reduce(mx, MaxF{}, -INFINITY));
       if (mnew != -INFINITY) {  // block-uniform: something unmasked so far
         const float corr = expf(m - mnew);
+        // Each key's exp once: the sum takes it undropped, sc keeps it times the dropout factor
+        // (the weight of V's row); block_reduce's barriers publish sc to the whole block.
         float sum = 0;
-        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += expf(sc[j] - mnew);
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+          const float e = expf(sc[j] - mnew);
+          sum += e;
+          sc[j] = a.dr.on() ? e * a.dr.factor(static_cast<uint64_t>(r * a.t + k0 + j)) : e;
+        }
         l = l * corr + block_reduce(sum, SumOp{}, 0.f);
         for (int64_t c = threadIdx.x; c < a.dv; c += blockDim.x) {
           float part = 0;
-          for (int64_t j = 0; j < n; ++j) {
-            if (sc[j] == -INFINITY) continue;
-            const float f = a.dr.on() ? a.dr.factor(static_cast<uint64_t>(r * a.t + k0 + j)) : 1.f;
-            part += expf(sc[j] - mnew) * f * load_as_float(a.v, a.type, (kv * a.t + k0 + j) * a.dv + c);
-          }
+          for (int64_t j = 0; j < n; ++j)
+            if (sc[j] != 0.f) part += sc[j] * load_as_float(a.v, a.type, (kv * a.t + k0 + j) * a.dv + c);
           acc[c] = acc[c] * corr + part;
         }
         m = mnew;
